@@ -1,0 +1,96 @@
+"""The policy domain: roles (Django groups), tool grants, policies and their history."""
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import models
+
+from agents.models import Agent, Tool
+
+
+class Role(Group):
+    """A role is a Django group; this proxy gives it a home in the governance admin."""
+
+    class Meta:
+        proxy = True
+
+
+class ToolGrant(models.Model):
+    """Members of `role` may use `tool` (the agent must also carry it)."""
+
+    role = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="tool_grants")
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="grants")
+    granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    granted_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["role__name", "tool__name"]
+        constraints = [models.UniqueConstraint(fields=["role", "tool"], name="tool_grant_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.role.name} may use {self.tool.name}"
+
+
+class PolicyType(models.TextChoices):
+    INTENT_GUARD = "intent_guard", "Intent guard"
+    PLAYBOOK = "playbook", "Playbook"
+    TOOL_GUIDE = "tool_guide", "Tool guide"
+    TOOL_APPROVAL = "tool_approval", "Tool approval"
+    OUTPUT_FORMATTER = "output_formatter", "Output formatter"
+
+
+class MatchMode(models.TextChoices):
+    ANY = "any", "Any keyword"
+    ALL = "all", "All keywords"
+
+
+class Policy(models.Model):
+    name = models.CharField(max_length=128, unique=True)
+    type = models.CharField(max_length=32, choices=PolicyType.choices)
+    description = models.TextField(blank=True)
+    enabled = models.BooleanField(default=True)
+    priority = models.IntegerField(default=100, help_text="Lower runs first.")
+    agents = models.ManyToManyField(
+        Agent, blank=True, related_name="policies", help_text="None selected = applies to every agent."
+    )
+    keywords = models.JSONField(default=list, blank=True, help_text="Whole words or phrases, case-insensitive.")
+    match_mode = models.CharField(max_length=8, choices=MatchMode.choices, default=MatchMode.ANY)
+    regex = models.CharField(max_length=512, blank=True, help_text="Optional; matched case-insensitively.")
+    target_tools = models.JSONField(default=list, blank=True, help_text="Tool names, or ['*'] for all.")
+    content = models.TextField(blank=True, help_text="Playbook steps, tool guide text or formatter rules.")
+    response = models.TextField(blank=True, help_text="What an intent guard answers instead of the agent.")
+    approver_role = models.ForeignKey(Group, null=True, blank=True, on_delete=models.PROTECT, related_name="approval_policies")
+    approval_ttl_seconds = models.PositiveIntegerField(null=True, blank=True, help_text="Empty = the default TTL.")
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["priority", "id"]
+        verbose_name_plural = "policies"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.type} v{self.version})"
+
+
+class PolicyVersion(models.Model):
+    """One row per change of a policy: who, when, the values before and after."""
+
+    class Action(models.TextChoices):
+        CREATE = "create"
+        UPDATE = "update"
+        DELETE = "delete"
+
+    policy = models.ForeignKey(Policy, null=True, on_delete=models.SET_NULL, related_name="history")
+    policy_name = models.CharField(max_length=128)
+    version = models.PositiveIntegerField()
+    action = models.CharField(max_length=8, choices=Action.choices)
+    old_values = models.JSONField(null=True, blank=True)
+    new_values = models.JSONField(null=True, blank=True)
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-changed_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.policy_name} v{self.version} {self.action}"

@@ -1,0 +1,65 @@
+"""Reads of the policy domain, shaped for the pure engine."""
+
+from django.contrib.auth.models import Group
+
+from governance.engine import PolicySpec
+from governance.models import Policy, ToolGrant
+
+POLICY_FIELDS = (
+    "name", "type", "description", "enabled", "priority", "keywords", "match_mode", "regex",
+    "target_tools", "content", "response", "approval_ttl_seconds",
+)
+
+
+def policy_values(policy: Policy) -> dict:
+    """Every editable value of a policy, JSON-ready: what history rows record."""
+    values = {name: getattr(policy, name) for name in POLICY_FIELDS}
+    values["approver_role"] = policy.approver_role.name if policy.approver_role_id else None
+    values["agents"] = sorted(policy.agents.values_list("slug", flat=True)) if policy.pk else []
+    return values
+
+
+def policy_spec(policy: Policy, *, agent_slugs: list[str] | None = None) -> PolicySpec:
+    """The engine's view of a policy; `agent_slugs` stands in for a scoping not saved yet."""
+    if agent_slugs is None:
+        agent_slugs = [a.slug for a in policy.agents.all()] if policy.pk else []
+    return PolicySpec(
+        id=policy.pk,
+        name=policy.name,
+        type=policy.type,
+        version=policy.version,
+        priority=policy.priority,
+        enabled=policy.enabled,
+        agents=tuple(sorted(agent_slugs)),
+        keywords=tuple(policy.keywords or ()),
+        match_mode=policy.match_mode,
+        regex=policy.regex,
+        target_tools=tuple(policy.target_tools or ()),
+        content=policy.content,
+        response=policy.response,
+        approver_role=policy.approver_role.name if policy.approver_role_id else None,
+        approval_ttl_seconds=policy.approval_ttl_seconds,
+    )
+
+
+def policy_specs(*, agent_slug: str | None = None) -> list[PolicySpec]:
+    """Enabled policies that apply to `agent_slug` (all agents' when None), in priority order."""
+    queryset = Policy.objects.filter(enabled=True).select_related("approver_role").prefetch_related("agents")
+    specs = [policy_spec(p) for p in queryset]
+    if agent_slug is not None:
+        specs = [s for s in specs if not s.agents or agent_slug in s.agents]
+    return specs
+
+
+def granted_tool_names(*, role_names: list[str]) -> set[str]:
+    return set(
+        ToolGrant.objects.filter(role__name__in=role_names, tool__enabled=True).values_list("tool__name", flat=True)
+    )
+
+
+def user_role_names(user) -> list[str]:
+    return sorted(user.groups.values_list("name", flat=True))
+
+
+def role_exists(name: str) -> bool:
+    return Group.objects.filter(name=name).exists()
