@@ -1,0 +1,43 @@
+"""Skills: procedures written as SKILL.md, parsed into rows, loaded into a run on demand."""
+
+from django.conf import settings
+from django.db import models
+
+
+class Skill(models.Model):
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft (not used by runs)"
+        APPROVED = "approved", "Approved"
+        RETIRED = "retired", "Retired"
+
+    name = models.SlugField(max_length=64, unique=True)
+    description = models.TextField()
+    tags = models.JSONField(default=list, blank=True)
+    allowed_tools = models.JSONField(
+        default=list, blank=True, help_text="The contract: tools a run may call while this skill is active."
+    )
+    body = models.TextField()
+    version = models.PositiveIntegerField(default=1)
+    sha256 = models.CharField(max_length=64, help_text="Of the SKILL.md text this row was parsed from.")
+    source = models.TextField(help_text="The SKILL.md text as imported.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.APPROVED)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+    def spec(self) -> dict:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "tags": list(self.tags),
+            "allowed_tools": list(self.allowed_tools),
+            "body": self.body,
+            "version": self.version,
+            "sha256": self.sha256,
+        }
