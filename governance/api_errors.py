@@ -1,0 +1,82 @@
+"""One exception handler: every API error leaves as {"error": {"code", "message", "details"}}."""
+
+from django.core.exceptions import PermissionDenied, ValidationError as DjangoValidationError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class DomainError(Exception):
+    """A refusal the API maps to a status code: subclasses set `status_code` and `code`."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    code = "invalid"
+
+    def __init__(self, message: str, *, details: dict | None = None):
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+
+class Conflict(DomainError):
+    status_code = status.HTTP_409_CONFLICT
+    code = "conflict"
+
+
+class Forbidden(DomainError):
+    status_code = status.HTTP_403_FORBIDDEN
+    code = "forbidden"
+
+
+class NotFound(DomainError):
+    status_code = status.HTTP_404_NOT_FOUND
+    code = "not_found"
+
+
+class Unprocessable(DomainError):
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    code = "unprocessable"
+
+
+def error_body(code: str, message: str, details: dict | None = None) -> dict:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, DomainError):
+        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status_code)
+    if isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(detail=exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        code, message, details = "invalid", "The request is not valid.", exc.detail
+        if not isinstance(details, dict):
+            details = {"non_field_errors": details}
+    else:
+        code = getattr(exc, "default_code", "error")
+        message = str(exc.detail) if not isinstance(exc.detail, (dict, list)) else str(exc.default_detail)
+        details = {}
+    response.data = error_body(code, message, details)
+    return response
+
+
+def json_404(request, exception=None):
+    from django.http import JsonResponse
+    from django.views.defaults import page_not_found
+
+    if not request.path.startswith("/api/"):
+        return page_not_found(request, exception)
+    return JsonResponse(error_body("not_found", "Not found."), status=404)
+
+
+def json_500(request):
+    from django.http import JsonResponse
+
+    return JsonResponse(error_body("internal", "Internal server error."), status=500)

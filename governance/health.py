@@ -1,0 +1,22 @@
+"""Liveness and readiness, for load balancers and orchestrators. No authentication."""
+
+from django.conf import settings
+from django.db import connection
+from django.http import JsonResponse
+
+
+def healthz(request):
+    return JsonResponse({"status": "ok"})
+
+
+def readyz(request):
+    checks = {}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        checks["database"] = {"ok": True, "vendor": connection.vendor}
+    except Exception as exc:  # readiness reports the failure instead of raising it
+        checks["database"] = {"ok": False, "error": type(exc).__name__}
+    checks["broker"] = {"ok": True, "mode": "embedded" if settings.CELERY_TASK_ALWAYS_EAGER else "external"}
+    ready = all(c["ok"] for c in checks.values())
+    return JsonResponse({"ready": ready, "checks": checks}, status=200 if ready else 503)

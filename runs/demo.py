@@ -1,0 +1,127 @@
+"""The demo of DESIGN.md: CRM data, tools, roles, users, policies, skills and the crm-assistant.
+
+Idempotent: loading twice changes nothing (passwords are set only when a user is created).
+"""
+
+import os
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.db import transaction
+
+from agents.demo_data import TOOL_DEFINITIONS, load_crm
+from agents.models import Agent, ModelProfile, Tool
+from agents.services import agent_publish
+from governance.models import Policy, ToolGrant
+from governance.services import policy_create
+from skills.services import skill_import
+
+DEMO_USERS = {
+    "operator": ["operators"],
+    "approver": ["secops"],
+    "compliance": ["compliance"],
+    "admin": ["governance-admins"],
+}
+ROLE_PERMISSIONS = {
+    "operators": ["runs.add_run"],
+    "governance-admins": [
+        "governance.add_policy", "governance.change_policy", "governance.view_policy",
+        "governance.add_toolgrant", "governance.delete_toolgrant", "governance.view_toolgrant",
+        "agents.change_agent", "agents.view_agent", "skills.add_skill", "skills.change_skill", "skills.view_skill",
+    ],
+}
+INSTRUCTIONS = (
+    "You are the CRM assistant of a customer success team. Answer from the tools' results only, "
+    "cite knowledge-base passages by id, and never invent numbers. Side effects (emails, deletions) "
+    "are reviewed by a human before they happen."
+)
+POLICIES = [
+    {
+        "name": "no-compensation-questions", "type": "intent_guard", "priority": 10,
+        "description": "Pay data is out of scope for the assistant.",
+        "keywords": ["salary", "salaries", "compensation", "payroll"],
+        "response": "I can't help with salary, compensation or payroll questions. Please contact HR directly.",
+    },
+    {
+        "name": "churn-risk-playbook", "type": "playbook", "priority": 50,
+        "description": "How to answer questions about churn risk.",
+        "keywords": ["churn", "churning", "at risk"],
+        "content": "1. Call `list_accounts` to get every account.\n"
+                   "2. Call `compute_health_score` for each account.\n"
+                   "3. Rank the accounts from the lowest score to the highest and name the label of each.",
+    },
+    {
+        "name": "email-etiquette", "type": "tool_guide", "priority": 50, "target_tools": ["send_email"],
+        "description": "House style for outgoing mail.",
+        "content": "Write in a friendly, professional tone, keep it under 150 words, never include internal "
+                   "scores or ticket ids, and sign as 'Customer Success'.",
+    },
+    {
+        "name": "side-effects-need-secops", "type": "tool_approval", "priority": 10,
+        "description": "Emails and deletions leave the building; SecOps reviews each one.",
+        "target_tools": ["send_email", "delete_account"], "approver_role": "secops",
+        "approval_ttl_seconds": 72 * 3600,
+    },
+    {
+        "name": "executive-summary", "type": "output_formatter", "priority": 50, "enabled": False,
+        "description": "Frame every answer as an executive summary.",
+        "content": "Executive summary\n\n{answer}\n\nPrepared by the CRM assistant.",
+    },
+]
+
+
+def _roles() -> dict[str, Group]:
+    roles = {}
+    for name in ["operators", "secops", "compliance", "governance-admins"]:
+        roles[name], _ = Group.objects.get_or_create(name=name)
+    for name, perms in ROLE_PERMISSIONS.items():
+        for dotted in perms:
+            app_label, codename = dotted.split(".")
+            roles[name].permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    return roles
+
+
+def _users(roles: dict[str, Group], password: str) -> list[str]:
+    User = get_user_model()
+    created = []
+    for username, role_names in DEMO_USERS.items():
+        user, made = User.objects.get_or_create(username=username, defaults={"email": f"{username}@example.com"})
+        if made:
+            user.set_password(password)
+            if username == "admin":
+                user.is_staff = user.is_superuser = True
+            elif username in ("approver", "compliance"):
+                user.is_staff = True  # they work in the admin's queues
+            user.save()
+            created.append(username)
+        user.groups.add(*(roles[r] for r in role_names))
+    return created
+
+
+@transaction.atomic
+def demo_load(*, skills_dir: Path | None = None) -> dict:
+    load_crm()
+    tools = []
+    for definition in TOOL_DEFINITIONS:
+        tool, _ = Tool.objects.update_or_create(name=definition["name"], defaults={
+            k: definition[k] for k in ("description", "input_schema", "side_effect", "handler")})
+        tools.append(tool)
+    roles = _roles()
+    users = _users(roles, os.environ.get("DEMO_PASSWORD") or "warrant-demo")
+    for tool in tools:
+        ToolGrant.objects.get_or_create(role=roles["operators"], tool=tool)
+    profile, _ = ModelProfile.objects.get_or_create(name="scripted", defaults={"backend": "scripted", "model": "scripted-1"})
+    agent, _ = Agent.objects.get_or_create(slug="crm-assistant", defaults={
+        "name": "CRM assistant", "description": "Answers questions about customer accounts.",
+        "instructions": INSTRUCTIONS, "model_profile": profile})
+    agent.tools.add(*tools)
+    version, published = agent_publish(agent=agent)
+    policies = [p["name"] for p in POLICIES if not Policy.objects.filter(name=p["name"]).exists()]
+    for values in POLICIES:
+        if values["name"] in policies:
+            policy_create(values=values)
+    root = skills_dir or Path(__file__).resolve().parent.parent / "skills" / "library"
+    skills = [skill_import(text=path.read_text(encoding="utf-8"))[0].name for path in sorted(root.glob("*/SKILL.md"))]
+    return {"users_created": users, "policies_created": policies, "agent_version": version.version,
+            "agent_published": published, "skills": skills}

@@ -1,0 +1,192 @@
+"""The orchestrator's tables. Status is written only by runs.services; receipts only by runs.receipts."""
+
+import uuid
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from agents.models import Agent, AgentVersion
+from runs.states import ErrorCode, RunStatus, StopReason
+
+
+class Run(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
+    agent_version = models.ForeignKey(AgentVersion, on_delete=models.PROTECT, related_name="runs")
+    caller = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
+    caller_roles = models.JSONField(default=list)
+    idempotency_key = models.CharField(max_length=128, null=True, blank=True)
+    request_sha256 = models.CharField(max_length=64, blank=True, help_text="Digest of (agent, input) for key reuse checks.")
+    input = models.TextField()
+    output = models.TextField(blank=True)
+    status = models.CharField(max_length=24, choices=[(s.value, s.value) for s in RunStatus], default=RunStatus.QUEUED)
+    stop_reason = models.CharField(max_length=24, blank=True, choices=[(s.value, s.value) for s in StopReason])
+    error = models.CharField(max_length=24, blank=True, choices=[(e.value, e.value) for e in ErrorCode])
+    error_message = models.TextField(blank=True)
+    tainted = models.BooleanField(default=False)
+    taint_reason = models.TextField(blank=True)
+    # The frozen governance of this run: what it was allowed to do, fixed at start.
+    snapshot = models.JSONField(default=dict)
+    policy_snapshot_sha256 = models.CharField(max_length=64, blank=True)
+    # The harness state (messages, pending calls, usage): the whole checkpoint.
+    state = models.JSONField(default=dict)
+    step = models.PositiveIntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+    lease_owner = models.CharField(max_length=64, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    deliveries = models.PositiveIntegerField(default=0, help_text="Claims of the current step; bounded.")
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    llm_calls = models.PositiveIntegerField(default=0)
+    tool_calls = models.PositiveIntegerField(default=0)
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["caller", "idempotency_key"],
+                condition=models.Q(idempotency_key__isnull=False),
+                name="run_idempotency_key_unique_per_caller",
+            )
+        ]
+        indexes = [models.Index(fields=["status", "lease_expires_at"])]
+
+    def __str__(self) -> str:
+        return f"run {self.id} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        from runs.states import TERMINAL
+
+        return self.status in TERMINAL
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise ValidationError(f"{self.model.__name__} rows are append-only")
+
+    def delete(self):
+        raise ValidationError(f"{self.model.__name__} rows are append-only")
+
+
+class AppendOnlyModel(models.Model):
+    """Rows that are written once and never changed or removed."""
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise ValidationError(f"{type(self).__name__} rows are append-only")
+        kwargs["force_insert"] = True
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValidationError(f"{type(self).__name__} rows are append-only")
+
+
+class RunEvent(AppendOnlyModel):
+    """The trace of a run, in order: every step, model call, tool call, decision and approval."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events")
+    seq = models.PositiveIntegerField()
+    step = models.PositiveIntegerField(default=0)
+    kind = models.CharField(max_length=32)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="run_event_seq_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} #{self.seq} {self.kind}"
+
+
+class ApprovalRequest(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        DENIED = "denied"
+        EXPIRED = "expired"
+        CANCELLED = "cancelled"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approvals")
+    step = models.PositiveIntegerField()
+    call_id = models.CharField(max_length=64)
+    tool = models.CharField(max_length=64)
+    arguments = models.JSONField()
+    arguments_sha256 = models.CharField(max_length=64, help_text="sha256(run_id, step, tool, canonical arguments)")
+    policy_id = models.IntegerField(null=True)
+    policy_version = models.PositiveIntegerField(null=True)
+    policy_name = models.CharField(max_length=128, blank=True)
+    approver_role = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="approval_requests")
+    reasons = models.JSONField(default=list, help_text="Why the harness parked this call.")
+    model_rationale = models.TextField(blank=True, help_text="What the model wrote. Untrusted.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [models.UniqueConstraint(fields=["run", "arguments_sha256"], name="approval_one_per_digest")]
+        indexes = [models.Index(fields=["status", "expires_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.tool} for run {self.run_id} ({self.status})"
+
+
+class SideEffect(models.Model):
+    """The outbox: a side-effecting call is recorded under its idempotency key before it runs."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DONE = "done"
+        FAILED = "failed"
+
+    idempotency_key = models.CharField(max_length=128, unique=True)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="side_effects")
+    approval = models.ForeignKey(ApprovalRequest, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    tool = models.CharField(max_length=64)
+    arguments = models.JSONField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    result = models.JSONField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.tool} {self.idempotency_key} ({self.status})"
+
+
+class Receipt(AppendOnlyModel):
+    """The sealed record of one finished run, chained to the one before it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.OneToOneField(Run, on_delete=models.PROTECT, related_name="receipt")
+    seq = models.PositiveIntegerField(unique=True)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64, unique=True)
+    body = models.TextField(help_text="Canonical JSON, byte for byte what the hash covers.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["seq"]
+
+    def __str__(self) -> str:
+        return f"receipt #{self.seq} for run {self.run_id}"

@@ -1,0 +1,337 @@
+"""The orchestrator's workflows. The only writers of Run.status, each transition in one place.
+
+A task calls run_advance: claim the run (compare-and-set plus a lease), take steps outside any
+transaction, checkpoint each step in one short transaction, and stop when the run parks, ends
+or its time slice is used (then re-enqueue). A duplicate message finds nothing to claim.
+"""
+
+import hashlib
+import logging
+import time
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from agents.backends import get_backend
+from agents.models import Agent, Tool
+from agents.tools.dispatcher import dispatch
+from agents.tools.envelopes import ToolContext
+from governance.api_errors import Conflict, DomainError, Forbidden, NotFound, Unprocessable
+from governance.engine import snapshot_sha256
+from governance.selectors import granted_tool_names, policy_specs, user_role_names
+from runs import harness
+from runs.models import ApprovalRequest, Receipt, Run, RunEvent
+from runs.outbox import side_effect_execute
+from runs.receipts import receipt_seal
+from runs.states import TERMINAL, RunStatus, check_transition
+from skills.models import Skill
+
+logger = logging.getLogger(__name__)
+MAX_INPUT_CHARS = 20_000
+
+
+class InvalidRunRequest(DomainError):
+    code = "invalid"
+
+
+# --- start ------------------------------------------------------------------------------
+
+
+def _freeze(*, agent: Agent, caller) -> dict:
+    version = agent.current_version
+    roles = user_role_names(caller)
+    spec = version.spec
+    tools = {t.name: t.spec() | {"handler": t.handler, "timeout_seconds": t.timeout_seconds}
+             for t in Tool.objects.filter(name__in=spec["tools"], enabled=True)}
+    policies = policy_specs(agent_slug=agent.slug)
+    taint_role = settings.WARRANT.get("TAINT_APPROVER_ROLE", "")
+    return {
+        "agent": spec | {"slug": agent.slug, "version": version.version, "sha256": version.sha256},
+        "caller": {"username": caller.get_username(), "roles": roles},
+        "tools": tools,
+        "granted_tools": sorted(granted_tool_names(role_names=roles) & set(tools)),
+        "policies": [p.to_dict() for p in policies],
+        "policy_snapshot_sha256": snapshot_sha256(policies),
+        "skills": [s.spec() for s in Skill.objects.filter(status=Skill.Status.APPROVED)],
+        "taint_approver_role": taint_role if Group.objects.filter(name=taint_role).exists() else "",
+    }
+
+
+def _request_digest(agent_slug: str, input_text: str) -> str:
+    return hashlib.sha256(f"{agent_slug}\x00{input_text}".encode()).hexdigest()
+
+
+def run_start(*, agent_slug: str, input_text: str, caller, idempotency_key: str | None = None) -> tuple[Run, bool]:
+    """Create a queued run with its governance frozen, and enqueue it. Returns (run, created)."""
+    if not isinstance(input_text, str) or not input_text.strip():
+        raise InvalidRunRequest("input is required", details={"input": ["This field is required."]})
+    if len(input_text) > MAX_INPUT_CHARS:
+        raise InvalidRunRequest(f"input is longer than {MAX_INPUT_CHARS} characters", details={"input": ["too long"]})
+    digest = _request_digest(agent_slug, input_text)
+    if idempotency_key:
+        existing = Run.objects.filter(caller=caller, idempotency_key=idempotency_key).first()
+        if existing is not None:
+            if existing.request_sha256 != digest:
+                raise Unprocessable("this idempotency key was used for a different request",
+                                    details={"idempotency_key": idempotency_key})
+            return existing, False
+    agent = Agent.objects.filter(slug=agent_slug).first()
+    if agent is None:
+        raise InvalidRunRequest(f"there is no agent {agent_slug!r}", details={"agent": [f"unknown agent {agent_slug!r}"]})
+    if agent.current_version is None:
+        raise Conflict(f"agent {agent_slug!r} has no published version", details={"agent": agent_slug})
+    snapshot = _freeze(agent=agent, caller=caller)
+    with transaction.atomic():
+        run = Run.objects.create(
+            agent=agent, agent_version=agent.current_version, caller=caller, caller_roles=snapshot["caller"]["roles"],
+            idempotency_key=idempotency_key or None, request_sha256=digest, input=input_text,
+            snapshot=snapshot, policy_snapshot_sha256=snapshot["policy_snapshot_sha256"],
+            state=harness.initial_state(input_text),
+        )
+        _event(run, "run_created", {"agent": agent.slug, "agent_version": snapshot["agent"]["version"],
+                                    "caller": snapshot["caller"], "policy_snapshot_sha256": run.policy_snapshot_sha256})
+        _enqueue(run.id)
+    return run, True
+
+
+def _enqueue(run_id) -> None:
+    from runs.tasks import run_advance_task
+
+    # Only after commit: a worker must never pick up a run whose row it cannot see yet.
+    run_advance_task.delay_on_commit(str(run_id))
+
+
+def _event(run: Run, kind: str, data: dict, *, step: int | None = None) -> RunEvent:
+    last = RunEvent.objects.filter(run=run).order_by("-seq").values_list("seq", flat=True).first() or 0
+    return RunEvent.objects.create(run=run, seq=last + 1, step=run.step if step is None else step, kind=kind, data=data)
+
+
+# --- advance ----------------------------------------------------------------------------
+
+
+def _claim(run_id, worker: str) -> bool:
+    """queued -> running, or take over a running run whose lease expired. True if we own it."""
+    now = timezone.now()
+    lease = now + timedelta(seconds=settings.WARRANT["LEASE_SECONDS"])
+    claimable = Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
+    changed = Run.objects.filter(claimable, id=run_id).update(
+        status=RunStatus.RUNNING, lease_owner=worker, lease_expires_at=lease, deliveries=F("deliveries") + 1
+    )
+    return changed == 1
+
+
+def _deps(run: Run) -> harness.Deps:
+    snapshot = run.snapshot
+    backend = get_backend(snapshot["agent"]["model_profile"])
+    caller = snapshot["caller"]["username"]
+
+    def execute(call: dict, *, side_effect: bool, approval_id: str | None) -> dict:
+        tool = snapshot["tools"][call["name"]]
+        if side_effect:
+            return side_effect_execute(run_id=str(run.id), caller=caller, tool=tool, call=call, approval_id=approval_id)
+        return dispatch(tool=tool, arguments=call["arguments"], ctx=ToolContext(str(run.id), caller))
+
+    return harness.Deps(
+        complete=backend.complete,
+        execute=execute,
+        granted_now=lambda: granted_tool_names(role_names=snapshot["caller"]["roles"]),
+    )
+
+
+def _decisions(run: Run) -> dict[str, dict]:
+    return {
+        a.arguments_sha256: {"id": str(a.id), "status": a.status, "reason": a.reason}
+        for a in ApprovalRequest.objects.filter(run=run).only("id", "arguments_sha256", "status", "reason")
+    }
+
+
+def run_advance(*, run_id: str, worker: str | None = None) -> None:
+    worker = worker or f"w-{uuid.uuid4().hex[:12]}"
+    if not _claim(run_id, worker):
+        return  # parked, finished, or owned by a live worker: a duplicate delivery is a no-op
+    run = Run.objects.select_related("caller").get(id=run_id)
+    if run.deliveries > settings.WARRANT["MAX_DELIVERIES"]:
+        with transaction.atomic():
+            _finish(run, harness.Finish(RunStatus.FAILED, error="internal",
+                                        message=f"step {run.step} was attempted {run.deliveries} times without finishing"))
+        return
+    if run.started_at is None:
+        Run.objects.filter(id=run.id).update(
+            started_at=timezone.now(),
+            deadline_at=timezone.now() + timedelta(seconds=run.snapshot["agent"]["deadline_seconds"]),
+        )
+        run.refresh_from_db()
+    deps = _deps(run)
+    slice_ends = time.monotonic() + settings.WARRANT["TIME_SLICE_SECONDS"]
+    while True:
+        cancel = Run.objects.filter(id=run.id).values_list("cancel_requested", flat=True).first()
+        try:
+            result = harness.step(
+                run.state, run.snapshot, deps, run_id=str(run.id), cancel_requested=bool(cancel),
+                deadline=run.deadline_at.timestamp() if run.deadline_at else None, decisions=_decisions(run),
+            )
+        except Exception as exc:  # a bug in a step ends the run failed, recorded, with its receipt
+            logger.exception("run %s crashed in step %s", run.id, run.step)
+            result = harness.StepResult(run.state, harness.Finish(RunStatus.FAILED, error="internal",
+                                                                  message=f"{type(exc).__name__} in step {run.step}"))
+        run = _checkpoint(run, worker, result)
+        if run is None or run.status != RunStatus.RUNNING:
+            return
+        if time.monotonic() >= slice_ends:
+            _release(run, worker)
+            return
+
+
+def _checkpoint(run: Run, worker: str, result: harness.StepResult) -> Run | None:
+    """Write the step, its events and the new status in one transaction. None if we lost the lease."""
+    state = result.state
+    with transaction.atomic():
+        changed = Run.objects.filter(id=run.id, status=RunStatus.RUNNING, lease_owner=worker, step=run.step).update(
+            state=state, step=run.step + 1, deliveries=0,
+            input_tokens=state["input_tokens"], output_tokens=state["output_tokens"],
+            llm_calls=state["turns"], tool_calls=state["tool_calls"],
+            tainted=state["tainted"], taint_reason="\n".join(state["taint_reasons"]),
+            lease_expires_at=timezone.now() + timedelta(seconds=settings.WARRANT["LEASE_SECONDS"]),
+        )
+        if changed != 1:
+            logger.warning("run %s: lease lost before step %s was saved; another worker has it", run.id, run.step)
+            return None
+        run.refresh_from_db()
+        for kind, data in result.events:
+            _event(run, kind, data, step=run.step - 1)
+        outcome = result.outcome
+        if isinstance(outcome, harness.Park):
+            _park(run, outcome)
+        elif isinstance(outcome, harness.Finish):
+            _finish(run, outcome)
+    return run
+
+
+def _set_status(run: Run, new: RunStatus, **fields) -> None:
+    check_transition(run.status, new)
+    updated = Run.objects.filter(id=run.id, status=run.status).update(status=new, **fields)
+    if updated != 1:
+        raise Conflict(f"run {run.id} changed status concurrently")
+    run.status = new
+    for name, value in fields.items():
+        setattr(run, name, value)
+
+
+def _release(run: Run, worker: str) -> None:
+    with transaction.atomic():
+        _set_status(run, RunStatus.QUEUED, lease_owner="", lease_expires_at=None)
+        _enqueue(run.id)
+
+
+def _park(run: Run, park: harness.Park) -> None:
+    role = Group.objects.get(name=park.approver_role)
+    ttl = park.ttl_seconds or settings.WARRANT["DEFAULT_APPROVAL_TTL_SECONDS"]
+    request, created = ApprovalRequest.objects.get_or_create(
+        run=run, arguments_sha256=park.arguments_sha256,
+        defaults={
+            "step": park.step, "call_id": park.call_id, "tool": park.tool, "arguments": park.arguments,
+            "policy_id": park.policy["policy_id"] if park.policy else None,
+            "policy_version": park.policy["version"] if park.policy else None,
+            "policy_name": park.policy["policy"] if park.policy else "",
+            "approver_role": role, "reasons": park.reasons, "model_rationale": park.rationale,
+            "expires_at": timezone.now() + timedelta(seconds=ttl),
+        },
+    )
+    _set_status(run, RunStatus.AWAITING_APPROVAL, lease_owner="", lease_expires_at=None)
+    _event(run, "approval_requested", {"approval_id": str(request.id), "tool": park.tool, "arguments": park.arguments,
+                                       "arguments_sha256": park.arguments_sha256, "approver_role": role.name,
+                                       "policy": park.policy, "reasons": park.reasons})
+
+
+def _finish(run: Run, finish: harness.Finish) -> None:
+    now = timezone.now()
+    _set_status(run, finish.status, output=finish.output, stop_reason=finish.stop_reason, error=finish.error,
+                error_message=finish.message, finished_at=now, lease_owner="", lease_expires_at=None,
+                started_at=run.started_at or now)
+    ApprovalRequest.objects.filter(run=run, status=ApprovalRequest.Status.PENDING).update(
+        status=ApprovalRequest.Status.CANCELLED, decided_at=now, reason=f"run ended {finish.status}")
+    _event(run, "run_finished", {"status": finish.status, "stop_reason": finish.stop_reason, "error": finish.error,
+                                 "message": finish.message})
+    receipt_seal(run=run)
+
+
+# --- approvals and cancel ---------------------------------------------------------------
+
+
+def check_approval_decide(*, approval: ApprovalRequest, user) -> None:
+    """Raise unless `user` may decide `approval` now. Separation of duties binds superusers too."""
+    if not user.groups.filter(pk=approval.approver_role_id).exists():
+        raise Forbidden(f"only members of {approval.approver_role.name!r} may decide this request")
+    if approval.run.caller_id == user.pk:
+        raise Forbidden("no one approves their own run")
+    if approval.status != ApprovalRequest.Status.PENDING:
+        raise Conflict(f"this request was already decided: {approval.status}", details={"status": approval.status})
+
+
+def approval_decide(*, approval_id, user, approve: bool, reason: str = "") -> ApprovalRequest:
+    with transaction.atomic():
+        approval = (ApprovalRequest.objects.select_for_update().select_related("run", "approver_role")
+                    .filter(id=approval_id).first())
+        if approval is None:
+            raise NotFound("no such approval request")
+        check_approval_decide(approval=approval, user=user)
+        now = timezone.now()
+        if approval.expires_at <= now:
+            _approval_close(approval, ApprovalRequest.Status.EXPIRED, now=now, user=None,
+                            reason="expired before a decision; counts as denied")
+            raise Conflict("this request expired before a decision; it counts as denied", details={"status": "expired"})
+        status = ApprovalRequest.Status.APPROVED if approve else ApprovalRequest.Status.DENIED
+        _approval_close(approval, status, now=now, user=user, reason=reason)
+    return approval
+
+
+def _approval_close(approval: ApprovalRequest, status: str, *, now, user, reason: str) -> None:
+    approval.status, approval.decided_by, approval.decided_at, approval.reason = status, user, now, reason
+    approval.save(update_fields=["status", "decided_by", "decided_at", "reason"])
+    run = Run.objects.select_for_update().get(id=approval.run_id)
+    _event(run, "approval_decided", {"approval_id": str(approval.id), "tool": approval.tool, "decision": status,
+                                     "decided_by": user.get_username() if user else None, "reason": reason})
+    if run.status == RunStatus.AWAITING_APPROVAL:
+        # Time spent waiting for a human does not count against the run's own deadline.
+        waited = now - approval.created_at
+        _set_status(run, RunStatus.QUEUED, deadline_at=(run.deadline_at + waited) if run.deadline_at else None)
+        _enqueue(run.id)
+
+
+def approval_expire_due() -> int:
+    """Close every pending request past its deadline as expired, and resume its run."""
+    count = 0
+    for approval_id in ApprovalRequest.objects.filter(status="pending", expires_at__lte=timezone.now()).values_list("id", flat=True):
+        with transaction.atomic():
+            approval = ApprovalRequest.objects.select_for_update().filter(id=approval_id, status="pending").first()
+            if approval is not None:
+                _approval_close(approval, ApprovalRequest.Status.EXPIRED, now=timezone.now(), user=None,
+                                reason="expired before a decision; counts as denied")
+                count += 1
+    return count
+
+
+def run_cancel(*, run: Run, user) -> Run:
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(id=run.id)
+        if run.status in TERMINAL:
+            raise Conflict(f"the run already ended: {run.status}", details={"status": run.status})
+        if run.status == RunStatus.RUNNING:
+            # The worker owns the run; it stops at the next step boundary and seals the receipt.
+            Run.objects.filter(id=run.id).update(cancel_requested=True)
+            _event(run, "cancel_requested", {"by": user.get_username()})
+        else:
+            Run.objects.filter(id=run.id).update(cancel_requested=True)
+            _event(run, "cancel_requested", {"by": user.get_username()})
+            _finish(run, harness.Finish(RunStatus.CANCELLED, message=f"cancelled by {user.get_username()}"))
+    run.refresh_from_db()
+    return run
+
+
+def receipt_for(run: Run) -> Receipt | None:
+    return Receipt.objects.filter(run=run).first()

@@ -1,0 +1,8 @@
+from celery import shared_task
+
+from runs import services
+
+
+@shared_task(name="runs.run_advance", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_advance_task(run_id: str) -> None:
+    services.run_advance(run_id=run_id)

@@ -1,0 +1,16 @@
+from django.urls import path
+
+from runs import api
+
+urlpatterns = [
+    path("runs/", api.RunListCreateApi.as_view(), name="run-list"),
+    path("runs/<uuid:run_id>/", api.RunDetailApi.as_view(), name="run-detail"),
+    path("runs/<uuid:run_id>/events/", api.RunEventsApi.as_view(), name="run-events"),
+    path("runs/<uuid:run_id>/cancel/", api.RunCancelApi.as_view(), name="run-cancel"),
+    path("approvals/", api.ApprovalListApi.as_view(), name="approval-list"),
+    path("approvals/<uuid:approval_id>/approve/", api.ApprovalDecideApi.as_view(approve=True), name="approval-approve"),
+    path("approvals/<uuid:approval_id>/deny/", api.ApprovalDecideApi.as_view(approve=False), name="approval-deny"),
+    path("receipts/", api.ReceiptListApi.as_view(), name="receipt-list"),
+    path("receipts/<uuid:receipt_id>/", api.ReceiptDetailApi.as_view(), name="receipt-detail"),
+    path("receipts/<uuid:receipt_id>/verify/", api.ReceiptVerifyApi.as_view(), name="receipt-verify"),
+]

@@ -1,0 +1,48 @@
+"""Personas and API clients over the real demo, loaded into the test database."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from rest_framework.test import APIClient
+
+from runs.demo import demo_load
+
+
+@pytest.fixture
+def demo(db):
+    return demo_load()
+
+
+def _client(username: str) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(get_user_model().objects.get(username=username))
+    return client
+
+
+@pytest.fixture
+def operator(demo):
+    return _client("operator")
+
+
+@pytest.fixture
+def approver(demo):
+    return _client("approver")
+
+
+@pytest.fixture
+def compliance(demo):
+    return _client("compliance")
+
+
+@pytest.fixture
+def outsider(demo):
+    """Logged in, in no role at all."""
+    get_user_model().objects.create_user("outsider", password="x")
+    return _client("outsider")
+
+
+@pytest.fixture
+def second_operator(demo):
+    user = get_user_model().objects.create_user("operator2", password="x")
+    user.groups.add(Group.objects.get(name="operators"))
+    return _client("operator2")
