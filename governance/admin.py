@@ -1,11 +1,58 @@
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 
-from governance import services
-from governance.models import Policy, PolicyVersion, ToolGrant
+from governance import engine, services
+from governance.models import Policy, PolicyVersion, Role, ToolGrant
+from governance.selectors import policy_spec
+
+
+class PolicyAdminForm(forms.ModelForm):
+    class Meta:
+        model = Policy
+        fields = "__all__"
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        # The same checks the engine applies at run time, so a policy that would fail closed never saves.
+        candidate = Policy(**{k: v for k, v in data.items() if k != "agents"})
+        candidate.pk = self.instance.pk
+        problems = engine.validate(policy_spec(candidate, agent_slugs=[a.slug for a in data.get("agents") or []]))
+        if problems:
+            raise ValidationError(problems)
+        return data
+
+
+class ToolGrantInline(admin.TabularInline):
+    model = ToolGrant
+    fk_name = "role"
+    fields = ["tool", "granted_by", "granted_at"]
+    readonly_fields = ["granted_by", "granted_at"]
+    extra = 0
+
+
+@admin.register(Role)
+class RoleAdmin(admin.ModelAdmin):
+    """Per role: which tools it may use (grants) and which policies it approves for."""
+
+    list_display = ["name", "tools", "approves"]
+    inlines = [ToolGrantInline]
+    fields = ["name"]
+
+    @admin.display(description="may use")
+    def tools(self, role):
+        return ", ".join(role.tool_grants.values_list("tool__name", flat=True)) or "-"
+
+    @admin.display(description="approves calls for")
+    def approves(self, role):
+        return ", ".join(role.approval_policies.values_list("name", flat=True)) or "-"
 
 
 @admin.register(Policy)
 class PolicyAdmin(admin.ModelAdmin):
+    form = PolicyAdminForm
     list_display = ["name", "type", "enabled", "priority", "version", "updated_at"]
     list_filter = ["type", "enabled"]
     search_fields = ["name", "description", "content"]

@@ -139,3 +139,23 @@ def test_every_run_ends_with_one_receipt_and_the_chain_verifies(operator, compli
     for receipt in receipts:
         verdict = compliance.get(f"/api/v1/receipts/{receipt['id']}/verify/").json()
         assert verdict["valid"] is True, verdict
+
+
+def test_an_enabled_output_formatter_reshapes_the_answer(operator):
+    from governance.models import Policy
+    from governance.services import policy_update
+
+    policy_update(policy=Policy.objects.get(name="executive-summary"), values={"enabled": True})
+    run = start(operator, "List all accounts.")
+    assert run["output"].startswith("Executive summary\n\n") and "Acme Corp" in run["output"]
+    body = operator.get(f"/api/v1/receipts/{run['receipt_id']}/").json()["body"]
+    assert {"id": Policy.objects.get(name="executive-summary").id, "version": 2, "type": "output_formatter"} in body[
+        "policies_fired"]
+
+
+def test_the_churn_playbook_joins_the_context_and_the_receipt(operator):
+    run = start(operator, "Which accounts are most at risk of churning?")
+    decisions = events(run["id"], "policy_decision")
+    assert [(d["policy"], d["matched"]) for d in decisions] == [("churn-risk-playbook", ["churning", "at risk"])]
+    body = operator.get(f"/api/v1/receipts/{run['receipt_id']}/").json()["body"]
+    assert [p["type"] for p in body["policies_fired"]] == ["playbook"]

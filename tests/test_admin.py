@@ -1,0 +1,74 @@
+"""The admin: every model is there, receipts are read-only for everyone, edits go through services."""
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from governance.models import Policy, PolicyVersion
+from runs.models import Receipt
+from skills.models import Skill
+from tests.runs.helpers import start
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client(client, demo):
+    client.force_login(get_user_model().objects.get(username="admin"))
+    return client
+
+
+def test_every_registered_model_has_a_working_changelist(admin_client):
+    for model in admin.site._registry:
+        url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+        assert admin_client.get(url).status_code == 200, url
+
+
+def test_receipts_are_read_only_even_for_a_superuser(admin_client, operator, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        start(operator, "List all accounts.")
+    receipt = Receipt.objects.get()
+    model_admin = admin.site._registry[Receipt]
+    request = type("R", (), {"user": get_user_model().objects.get(username="admin")})()
+    assert not model_admin.has_add_permission(request)
+    assert not model_admin.has_change_permission(request, receipt)
+    assert not model_admin.has_delete_permission(request, receipt)
+    delete_url = reverse("admin:runs_receipt_delete", args=[receipt.pk])
+    assert admin_client.post(delete_url, {"post": "yes"}).status_code == 403
+    assert Receipt.objects.filter(pk=receipt.pk).exists()
+
+
+def test_a_policy_with_a_bad_regex_is_refused_with_a_clear_message(admin_client):
+    policy = Policy.objects.get(name="churn-risk-playbook")
+    url = reverse("admin:governance_policy_change", args=[policy.pk])
+    response = admin_client.post(url, {
+        "name": policy.name, "type": policy.type, "description": "", "enabled": "on", "priority": 50,
+        "keywords": '["churn"]', "match_mode": "any", "regex": "(unclosed", "target_tools": "[]",
+        "content": policy.content, "response": "",
+    })
+    assert response.status_code == 200
+    assert "invalid regex" in response.content.decode()
+    assert Policy.objects.get(pk=policy.pk).regex == ""
+
+
+def test_a_policy_edited_in_the_admin_writes_history(admin_client):
+    policy = Policy.objects.get(name="churn-risk-playbook")
+    url = reverse("admin:governance_policy_change", args=[policy.pk])
+    response = admin_client.post(url, {
+        "name": policy.name, "type": policy.type, "description": "", "enabled": "on", "priority": 40,
+        "keywords": '["churn", "churning"]', "match_mode": "any", "regex": "", "target_tools": "[]",
+        "content": policy.content, "response": "",
+    })
+    assert response.status_code == 302, response.content.decode()[:2000]
+    entry = PolicyVersion.objects.filter(policy=policy).order_by("-version").first()
+    assert (entry.version, entry.action, entry.changed_by.username) == (2, "update", "admin")
+    assert entry.old_values["priority"] == 50 and entry.new_values["priority"] == 40
+
+
+def test_a_malformed_skill_md_is_refused_in_the_admin(admin_client):
+    skill = Skill.objects.get(name="incident-summary")
+    url = reverse("admin:skills_skill_change", args=[skill.pk])
+    response = admin_client.post(url, {"source": "no front matter here", "status": "approved"})
+    assert response.status_code == 200 and "front matter" in response.content.decode()
+    assert Skill.objects.get(pk=skill.pk).version == 1
