@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run test install install-test demo clean
+.PHONY: run test install install-test demo token clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ demo: install
 
 run: demo
 	DJANGO_DEBUG=1 $(PY) manage.py runserver 127.0.0.1:$(PORT)
+
+# Prints an API token for USER (creating it once), e.g. `make -s token USER=operator`.
+token: install
+	@DJANGO_DEBUG=1 $(PY) manage.py drf_create_token $(USER) | awk '{print $$3}'
 
 test: install-test
 	$(PY) -m pytest
