@@ -1,10 +1,16 @@
 """One exception handler: every API error leaves as {"error": {"code", "message", "details"}}."""
 
+import logging
+
 from django.core.exceptions import PermissionDenied, ValidationError as DjangoValidationError
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+
+logger = logging.getLogger(__name__)
 
 
 class DomainError(Exception):
@@ -44,6 +50,11 @@ def error_body(code: str, message: str, details: dict | None = None) -> dict:
 
 
 def exception_handler(exc, context):
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        # The database is unreachable: a temporary condition the client may retry, not a bug.
+        logger.error("database unavailable: %s", exc)
+        return Response(error_body("database_unavailable", "The database is unavailable; retry later."),
+                        status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "5"})
     if isinstance(exc, DomainError):
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status_code)
     if isinstance(exc, DjangoValidationError):

@@ -138,6 +138,13 @@ CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 30
 # Longer than the longest step, or Redis would hand an unacked message to a second worker.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 4}
 
+CELERY_BEAT_SCHEDULE = {
+    "warrant-reconcile": {
+        "task": "runs.run_reconcile",
+        "schedule": float(os.environ.get("WARRANT_RECONCILE_SECONDS", "15")),
+    },
+}
+
 # --- Warrant ----------------------------------------------------------------------------
 WARRANT = {
     # How long one task keeps advancing a run before it re-enqueues itself.

@@ -39,6 +39,12 @@ class RunOutputSerializer(serializers.ModelSerializer):
             "input", "output", "created_at", "started_at", "finished_at", "usage", "pending_approval", "receipt_id",
         ]
 
+    def to_representation(self, run: Run) -> dict:
+        data = super().to_representation(run)
+        for name in ("stop_reason", "error", "error_message"):
+            data[name] = data[name] or None
+        return data
+
     def get_usage(self, run: Run) -> dict:
         return {"input_tokens": run.input_tokens, "output_tokens": run.output_tokens, "tokens_estimated": True,
                 "llm_calls": run.llm_calls, "tool_calls": run.tool_calls}
@@ -131,6 +137,8 @@ class ApprovalListApi(ListAPIView):
     serializer_class = ApprovalOutputSerializer
 
     def get_queryset(self):
+        # Without a beat process (the embedded default) overdue requests are closed when looked at.
+        services.approval_expire_due()
         queryset = selectors.approvals_visible_to(self.request.user).order_by("created_at")
         wanted = self.request.query_params.get("status")
         if wanted:
@@ -184,4 +192,8 @@ class ReceiptVerifyApi(APIView):
     def get(self, request, receipt_id):
         receipt = get_object_or_404(selectors.receipts_visible_to(request.user), id=receipt_id)
         result = receipt_verify(receipt=receipt)
-        return Response({"valid": result.valid, "receipt": result.receipt, "seq": result.seq, "reason": result.reason})
+        named, seq = result.receipt, result.seq
+        if not result.valid and not selectors.receipts_visible_to(request.user).filter(id=named).exists():
+            # The broken receipt belongs to someone else: say the chain is broken, not whose it is.
+            named, seq = None, None
+        return Response({"valid": result.valid, "receipt": named, "seq": seq, "reason": result.reason})

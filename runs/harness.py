@@ -33,6 +33,11 @@ def call_digest(*, run_id: str, step: int, tool: str, arguments: dict) -> str:
     return hashlib.sha256(canonical([run_id, step, tool, arguments]).encode()).hexdigest()
 
 
+def decision_key(call_id: str, digest: str) -> str:
+    """One approval covers one call: two identical calls in a batch are two requests."""
+    return f"{call_id}:{digest}"
+
+
 @dataclass(frozen=True)
 class Deps:
     complete: Callable[[ModelRequest], ModelResponse]
@@ -106,7 +111,7 @@ def step(
     deadline: float | None,
     decisions: dict[str, dict],
 ) -> StepResult:
-    """Advance the run by one step. `decisions` maps an arguments digest to its approval's outcome."""
+    """Advance the run by one step. `decisions` maps decision_key(call id, digest) to an approval's outcome."""
     result = StepResult(state=copy.deepcopy(state), outcome=Continue())
     try:
         if result.state["phase"] == "start":
@@ -205,7 +210,11 @@ def _call_model(result: StepResult, snapshot: dict, deps: Deps) -> None:
     state["model_calls"].append(call)
     events.append(("model_call", call | {"tools_shown": [t["name"] for t in request.tools],
                                          "tool_calls": [c.name for c in response.tool_calls]}))
-    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments, "step": state["turns"]} for c in response.tool_calls]
+    # Call ids are ours, not the model's: unique in the run, they key approvals and the outbox.
+    calls = [
+        {"id": f"call_{state['turns']}_{index}", "name": c.name, "arguments": c.arguments, "step": state["turns"]}
+        for index, c in enumerate(response.tool_calls, start=1)
+    ]
     state["messages"].append({"role": "assistant", "content": response.text, "tool_calls": [
         {"id": c["id"], "name": c["name"], "arguments": c["arguments"]} for c in calls
     ]})
@@ -322,7 +331,7 @@ def _run_tools(result: StepResult, snapshot: dict, deps: Deps, *, run_id: str, d
         if needed is not None:
             role, ttl, policy, reasons = needed
             digest = call_digest(run_id=run_id, step=call["step"], tool=call["name"], arguments=call["arguments"])
-            decision = decisions.get(digest)
+            decision = decisions.get(decision_key(call["id"], digest))
             if decision is None or decision["status"] == "pending":
                 if policy:
                     state["fired"].append(policy)

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils import timezone
 
 from agents.models import Agent, AgentVersion
 from runs.states import ErrorCode, RunStatus, StopReason
@@ -42,6 +43,7 @@ class Run(models.Model):
     llm_calls = models.PositiveIntegerField(default=0)
     tool_calls = models.PositiveIntegerField(default=0)
     deadline_at = models.DateTimeField(null=True, blank=True)
+    status_changed_at = models.DateTimeField(default=timezone.now)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -55,7 +57,10 @@ class Run(models.Model):
                 name="run_idempotency_key_unique_per_caller",
             )
         ]
-        indexes = [models.Index(fields=["status", "lease_expires_at"])]
+        indexes = [
+            models.Index(fields=["status", "lease_expires_at"]),
+            models.Index(fields=["status", "status_changed_at"]),
+        ]
 
     def __str__(self) -> str:
         return f"run {self.id} ({self.status})"
@@ -141,7 +146,9 @@ class ApprovalRequest(models.Model):
 
     class Meta:
         ordering = ["created_at"]
-        constraints = [models.UniqueConstraint(fields=["run", "arguments_sha256"], name="approval_one_per_digest")]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "call_id", "arguments_sha256"], name="approval_one_per_call_digest")
+        ]
         indexes = [models.Index(fields=["status", "expires_at"])]
 
     def __str__(self) -> str:

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.tools.dispatcher import dispatch
-from agents.tools.envelopes import ToolContext
+from agents.tools.envelopes import ToolContext, error
 from runs.models import SideEffect
 
 
@@ -24,6 +24,9 @@ def side_effect_execute(*, run_id: str, caller: str, tool: dict, call: dict, app
             idempotency_key=key,
             defaults={"run_id": run_id, "tool": call["name"], "arguments": call["arguments"], "approval_id": approval_id},
         )
+        if effect.arguments != call["arguments"] or effect.tool != call["name"]:
+            # The key names one call; other arguments under it are not a replay but a different act.
+            return error("idempotency_conflict", f"{key} was already used for another {effect.tool} call")
         if effect.status != SideEffect.Status.PENDING:
             return effect.result
         effect.attempts += 1

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import Group
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -28,7 +28,7 @@ from runs import harness
 from runs.models import ApprovalRequest, Receipt, Run, RunEvent
 from runs.outbox import side_effect_execute
 from runs.receipts import receipt_seal
-from runs.states import TERMINAL, RunStatus, check_transition
+from runs.states import TERMINAL, ErrorCode, RunStatus, check_transition
 from skills.models import Skill
 
 logger = logging.getLogger(__name__)
@@ -72,6 +72,8 @@ def run_start(*, agent_slug: str, input_text: str, caller, idempotency_key: str 
         raise InvalidRunRequest("input is required", details={"input": ["This field is required."]})
     if len(input_text) > MAX_INPUT_CHARS:
         raise InvalidRunRequest(f"input is longer than {MAX_INPUT_CHARS} characters", details={"input": ["too long"]})
+    if idempotency_key is not None and not (0 < len(idempotency_key) <= 128):
+        raise InvalidRunRequest("an idempotency key has 1 to 128 characters", details={"idempotency_key": ["bad length"]})
     digest = _request_digest(agent_slug, input_text)
     if idempotency_key:
         existing = Run.objects.filter(caller=caller, idempotency_key=idempotency_key).first()
@@ -86,6 +88,18 @@ def run_start(*, agent_slug: str, input_text: str, caller, idempotency_key: str 
     if agent.current_version is None:
         raise Conflict(f"agent {agent_slug!r} has no published version", details={"agent": agent_slug})
     snapshot = _freeze(agent=agent, caller=caller)
+    try:
+        run = _create(agent=agent, caller=caller, snapshot=snapshot, input_text=input_text,
+                      idempotency_key=idempotency_key, digest=digest)
+    except IntegrityError:
+        if not idempotency_key:
+            raise
+        # A concurrent request with the same key won the insert: answer as its retry would be.
+        return run_start(agent_slug=agent_slug, input_text=input_text, caller=caller, idempotency_key=idempotency_key)
+    return run, True
+
+
+def _create(*, agent: Agent, caller, snapshot: dict, input_text: str, idempotency_key: str | None, digest: str) -> Run:
     with transaction.atomic():
         run = Run.objects.create(
             agent=agent, agent_version=agent.current_version, caller=caller, caller_roles=snapshot["caller"]["roles"],
@@ -96,7 +110,7 @@ def run_start(*, agent_slug: str, input_text: str, caller, idempotency_key: str 
         _event(run, "run_created", {"agent": agent.slug, "agent_version": snapshot["agent"]["version"],
                                     "caller": snapshot["caller"], "policy_snapshot_sha256": run.policy_snapshot_sha256})
         _enqueue(run.id)
-    return run, True
+    return run
 
 
 def _enqueue(run_id) -> None:
@@ -120,7 +134,8 @@ def _claim(run_id, worker: str) -> bool:
     lease = now + timedelta(seconds=settings.WARRANT["LEASE_SECONDS"])
     claimable = Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
     changed = Run.objects.filter(claimable, id=run_id).update(
-        status=RunStatus.RUNNING, lease_owner=worker, lease_expires_at=lease, deliveries=F("deliveries") + 1
+        status=RunStatus.RUNNING, status_changed_at=now, lease_owner=worker, lease_expires_at=lease,
+        deliveries=F("deliveries") + 1,
     )
     return changed == 1
 
@@ -145,8 +160,8 @@ def _deps(run: Run) -> harness.Deps:
 
 def _decisions(run: Run) -> dict[str, dict]:
     return {
-        a.arguments_sha256: {"id": str(a.id), "status": a.status, "reason": a.reason}
-        for a in ApprovalRequest.objects.filter(run=run).only("id", "arguments_sha256", "status", "reason")
+        harness.decision_key(a.call_id, a.arguments_sha256): {"id": str(a.id), "status": a.status, "reason": a.reason}
+        for a in ApprovalRequest.objects.filter(run=run).only("id", "call_id", "arguments_sha256", "status", "reason")
     }
 
 
@@ -206,6 +221,8 @@ def _checkpoint(run: Run, worker: str, result: harness.StepResult) -> Run | None
             _event(run, kind, data, step=run.step - 1)
         outcome = result.outcome
         if isinstance(outcome, harness.Park):
+            outcome = _park_or_finish(run, outcome)
+        if isinstance(outcome, harness.Park):
             _park(run, outcome)
         elif isinstance(outcome, harness.Finish):
             _finish(run, outcome)
@@ -214,6 +231,7 @@ def _checkpoint(run: Run, worker: str, result: harness.StepResult) -> Run | None
 
 def _set_status(run: Run, new: RunStatus, **fields) -> None:
     check_transition(run.status, new)
+    fields["status_changed_at"] = timezone.now()
     updated = Run.objects.filter(id=run.id, status=run.status).update(status=new, **fields)
     if updated != 1:
         raise Conflict(f"run {run.id} changed status concurrently")
@@ -228,13 +246,24 @@ def _release(run: Run, worker: str) -> None:
         _enqueue(run.id)
 
 
+def _park_or_finish(run: Run, park: harness.Park) -> harness.Park | harness.Finish:
+    """A run cancelled while its step ran does not go on to wait for an approver; nor does one
+    whose approver role no longer exists (fail closed)."""
+    if run.cancel_requested:
+        return harness.Finish(RunStatus.CANCELLED, message="cancelled while a step was running")
+    if not Group.objects.filter(name=park.approver_role).exists():
+        return harness.Finish(RunStatus.FAILED, error=ErrorCode.POLICY_ERROR,
+                              message=f"the approver role {park.approver_role!r} does not exist")
+    return park
+
+
 def _park(run: Run, park: harness.Park) -> None:
     role = Group.objects.get(name=park.approver_role)
     ttl = park.ttl_seconds or settings.WARRANT["DEFAULT_APPROVAL_TTL_SECONDS"]
     request, created = ApprovalRequest.objects.get_or_create(
-        run=run, arguments_sha256=park.arguments_sha256,
+        run=run, call_id=park.call_id, arguments_sha256=park.arguments_sha256,
         defaults={
-            "step": park.step, "call_id": park.call_id, "tool": park.tool, "arguments": park.arguments,
+            "step": park.step, "tool": park.tool, "arguments": park.arguments,
             "policy_id": park.policy["policy_id"] if park.policy else None,
             "policy_version": park.policy["version"] if park.policy else None,
             "policy_name": park.policy["policy"] if park.policy else "",
@@ -273,27 +302,42 @@ def check_approval_decide(*, approval: ApprovalRequest, user) -> None:
         raise Conflict(f"this request was already decided: {approval.status}", details={"status": approval.status})
 
 
+def _lock_approval(approval_id) -> tuple[Run, ApprovalRequest] | None:
+    """Lock the run, then its approval request: the order every writer of both follows."""
+    run_id = ApprovalRequest.objects.filter(id=approval_id).values_list("run_id", flat=True).first()
+    if run_id is None:
+        return None
+    run = Run.objects.select_for_update().get(id=run_id)
+    approval = ApprovalRequest.objects.select_for_update().select_related("run", "approver_role").get(id=approval_id)
+    return run, approval
+
+
 def approval_decide(*, approval_id, user, approve: bool, reason: str = "") -> ApprovalRequest:
     with transaction.atomic():
-        approval = (ApprovalRequest.objects.select_for_update().select_related("run", "approver_role")
-                    .filter(id=approval_id).first())
-        if approval is None:
+        locked = _lock_approval(approval_id)
+        if locked is None:
             raise NotFound("no such approval request")
+        run, approval = locked
         check_approval_decide(approval=approval, user=user)
         now = timezone.now()
-        if approval.expires_at <= now:
-            _approval_close(approval, ApprovalRequest.Status.EXPIRED, now=now, user=None,
-                            reason="expired before a decision; counts as denied")
-            raise Conflict("this request expired before a decision; it counts as denied", details={"status": "expired"})
-        status = ApprovalRequest.Status.APPROVED if approve else ApprovalRequest.Status.DENIED
-        _approval_close(approval, status, now=now, user=user, reason=reason)
+        expired = approval.expires_at <= now
+        if expired:
+            # Close it as expired (committed), and tell the approver their decision came too late.
+            _approval_close(run, approval, ApprovalRequest.Status.EXPIRED, now=now, user=None, reason=EXPIRED_REASON)
+        else:
+            status = ApprovalRequest.Status.APPROVED if approve else ApprovalRequest.Status.DENIED
+            _approval_close(run, approval, status, now=now, user=user, reason=reason)
+    if expired:
+        raise Conflict("this request expired before a decision; it counts as denied", details={"status": "expired"})
     return approval
 
 
-def _approval_close(approval: ApprovalRequest, status: str, *, now, user, reason: str) -> None:
+EXPIRED_REASON = "expired before a decision; counts as denied"
+
+
+def _approval_close(run: Run, approval: ApprovalRequest, status: str, *, now, user, reason: str) -> None:
     approval.status, approval.decided_by, approval.decided_at, approval.reason = status, user, now, reason
     approval.save(update_fields=["status", "decided_by", "decided_at", "reason"])
-    run = Run.objects.select_for_update().get(id=approval.run_id)
     _event(run, "approval_decided", {"approval_id": str(approval.id), "tool": approval.tool, "decision": status,
                                      "decided_by": user.get_username() if user else None, "reason": reason})
     if run.status == RunStatus.AWAITING_APPROVAL:
@@ -306,14 +350,33 @@ def _approval_close(approval: ApprovalRequest, status: str, *, now, user, reason
 def approval_expire_due() -> int:
     """Close every pending request past its deadline as expired, and resume its run."""
     count = 0
-    for approval_id in ApprovalRequest.objects.filter(status="pending", expires_at__lte=timezone.now()).values_list("id", flat=True):
+    due = ApprovalRequest.objects.filter(status="pending", expires_at__lte=timezone.now())
+    for approval_id in due.values_list("id", flat=True):
         with transaction.atomic():
-            approval = ApprovalRequest.objects.select_for_update().filter(id=approval_id, status="pending").first()
-            if approval is not None:
-                _approval_close(approval, ApprovalRequest.Status.EXPIRED, now=timezone.now(), user=None,
-                                reason="expired before a decision; counts as denied")
+            locked = _lock_approval(approval_id)
+            if locked is not None and locked[1].status == ApprovalRequest.Status.PENDING:
+                _approval_close(*locked, ApprovalRequest.Status.EXPIRED, now=timezone.now(), user=None,
+                                reason=EXPIRED_REASON)
                 count += 1
     return count
+
+
+def run_reconcile(*, queued_grace_seconds: int = 60) -> dict:
+    """Put lost work back on the queue, and expire overdue approval requests.
+
+    A running run whose lease expired lost its worker; a run queued for longer than the grace
+    period may have lost its message (a broker restart, a flush). Enqueueing either again is
+    safe: the claim is compare-and-set, so a message for a run someone owns is a no-op.
+    """
+    now = timezone.now()
+    expired = approval_expire_due()
+    lost = list(Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now).values_list("id", flat=True))
+    stale = list(Run.objects.filter(
+        status=RunStatus.QUEUED, status_changed_at__lt=now - timedelta(seconds=queued_grace_seconds),
+    ).values_list("id", flat=True))
+    for run_id in lost + stale:
+        _enqueue(run_id)
+    return {"expired_approvals": expired, "lost_leases": len(lost), "stale_queued": len(stale)}
 
 
 def run_cancel(*, run: Run, user) -> Run:

@@ -1,3 +1,5 @@
+"""Celery tasks: a few lines each over a service, ids only, stable names."""
+
 from celery import shared_task
 
 from runs import services
@@ -6,3 +8,8 @@ from runs import services
 @shared_task(name="runs.run_advance", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_advance_task(run_id: str) -> None:
     services.run_advance(run_id=run_id)
+
+
+@shared_task(name="runs.run_reconcile", ignore_result=True)
+def run_reconcile_task() -> dict:
+    return services.run_reconcile()

@@ -46,3 +46,29 @@ def second_operator(demo):
     user = get_user_model().objects.create_user("operator2", password="x")
     user.groups.add(Group.objects.get(name="operators"))
     return _client("operator2")
+
+
+@pytest.fixture(autouse=True)
+def _postgres_flush_allowed(request):
+    """Let pytest-django flush PostgreSQL between transactional tests.
+
+    The append-only triggers refuse TRUNCATE on receipts and events, as they should in
+    production. A transactional test's teardown flushes with TRUNCATE, so just before it this
+    fixture (torn down first, since it depends on transactional_db) switches the session to
+    replica mode, which skips ordinary triggers; the next test switches it back.
+    """
+    marker = request.node.get_closest_marker("django_db")
+    if not marker or not marker.kwargs.get("transaction"):
+        yield
+        return
+    request.getfixturevalue("transactional_db")
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SET session_replication_role = origin")
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute("SET session_replication_role = replica")

@@ -8,6 +8,7 @@ import json
 import logging
 from functools import lru_cache
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.utils.module_loading import import_string
 
@@ -24,13 +25,17 @@ def _handler(path: str):
 def dispatch(*, tool: dict, arguments: dict, ctx: ToolContext) -> dict:
     try:
         handler = _handler(tool["handler"])
-    except ImportError:
-        logger.error("tool %s has no importable handler %s", tool["name"], tool["handler"])
+    except Exception:  # a missing or broken module is this tool's problem, not the run's
+        logger.exception("tool %s has no importable handler %s", tool["name"], tool["handler"])
         return error("tool_unavailable", f"{tool['name']} is not installed on this server")
     try:
         data = handler(arguments, ctx)
     except ToolError as exc:
         return error(exc.code, exc.message)
+    except SoftTimeLimitExceeded:
+        raise  # the task's own time limit: the step is abandoned and redelivered, not answered
+    except TimeoutError:
+        return error("timeout", f"{tool['name']} did not answer in time")
     except Exception as exc:  # a crashing tool must not crash the run: the model reads the envelope
         logger.exception("tool %s crashed", tool["name"])
         return error("tool_error", f"{tool['name']} failed: {type(exc).__name__}")

@@ -1,0 +1,79 @@
+"""The reconciler: expired approvals count as denied, lost work goes back on the queue."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from agents.models import CrmAccount
+from runs import services
+from runs.models import ApprovalRequest, Run
+
+pytestmark = pytest.mark.django_db
+
+
+def _start(text: str) -> Run:
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text=text, caller=User.objects.get(username="operator"))
+    return run
+
+
+def test_an_expired_request_counts_as_denied_and_says_so(demo, django_capture_on_commit_callbacks):
+    run = _start("Delete the account Initech.")
+    services.run_advance(run_id=run.id)
+    ApprovalRequest.objects.filter(run=run).update(expires_at=timezone.now() - timedelta(seconds=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        result = services.run_reconcile()
+    assert result["expired_approvals"] == 1
+    run.refresh_from_db()
+    assert run.status == "succeeded"
+    assert "expired" in run.output
+    assert CrmAccount.objects.filter(account_id="A-300").exists()
+    approval = ApprovalRequest.objects.get(run=run)
+    assert approval.status == "expired" and approval.decided_by is None
+    assert '"decision":"expired"' in run.receipt.body
+
+
+def test_deciding_an_expired_request_is_refused_and_expires_it(demo, approver):
+    run = _start("Delete the account Initech.")
+    services.run_advance(run_id=run.id)
+    approval = ApprovalRequest.objects.get(run=run)
+    ApprovalRequest.objects.filter(id=approval.id).update(expires_at=timezone.now() - timedelta(seconds=1))
+    response = approver.post(f"/api/v1/approvals/{approval.id}/approve/", {}, format="json")
+    assert response.status_code == 409 and response.json()["error"]["details"]["status"] == "expired"
+    assert ApprovalRequest.objects.get(id=approval.id).status == "expired"
+    assert CrmAccount.objects.filter(account_id="A-300").exists()
+
+
+def test_a_run_whose_worker_vanished_is_taken_over_after_its_lease(demo, django_capture_on_commit_callbacks):
+    run = _start("List all accounts.")
+    # A worker claimed it and died: status running, lease already past.
+    Run.objects.filter(id=run.id).update(status="running", lease_owner="dead-worker",
+                                         lease_expires_at=timezone.now() - timedelta(seconds=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        result = services.run_reconcile()
+    assert result["lost_leases"] == 1
+    run.refresh_from_db()
+    assert run.status == "succeeded" and run.lease_owner == ""
+
+
+def test_a_live_lease_is_left_alone(demo, django_capture_on_commit_callbacks):
+    run = _start("List all accounts.")
+    Run.objects.filter(id=run.id).update(status="running", lease_owner="busy-worker",
+                                         lease_expires_at=timezone.now() + timedelta(minutes=5))
+    with django_capture_on_commit_callbacks(execute=True):
+        result = services.run_reconcile()
+        services.run_advance(run_id=run.id)  # a duplicate message meanwhile is a no-op too
+    assert result["lost_leases"] == 0
+    run.refresh_from_db()
+    assert (run.status, run.lease_owner, run.step) == ("running", "busy-worker", 0)
+
+
+def test_a_queued_run_that_lost_its_message_is_enqueued_again(demo, django_capture_on_commit_callbacks):
+    run = _start("List all accounts.")
+    Run.objects.filter(id=run.id).update(status_changed_at=timezone.now() - timedelta(minutes=5))
+    with django_capture_on_commit_callbacks(execute=True):
+        result = services.run_reconcile()
+    assert result["stale_queued"] == 1
+    run.refresh_from_db()
+    assert run.status == "succeeded"
