@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run test install install-test demo token clean
+.PHONY: run test test-services install install-test demo token clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,17 @@ run: demo
 token: install
 	@DJANGO_DEBUG=1 $(PY) manage.py drf_create_token $(USER) | awk '{print $$3}'
 
+# The durability suite: real PostgreSQL (the machine's), its own Redis server on this port, and
+# real Celery worker processes. `make test` runs it after the embedded-default suite.
+PG_URL ?= postgres://postgres@127.0.0.1:5432/warrant
+TEST_REDIS_PORT ?= 6399
+
 test: install-test
 	$(PY) -m pytest
+	$(MAKE) --no-print-directory test-services
+
+test-services: install-test
+	DATABASE_URL=$(PG_URL) CELERY_BROKER_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 $(PY) -m pytest tests/services
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

@@ -17,6 +17,19 @@ def readyz(request):
         checks["database"] = {"ok": True, "vendor": connection.vendor}
     except Exception as exc:  # readiness reports the failure instead of raising it
         checks["database"] = {"ok": False, "error": type(exc).__name__}
-    checks["broker"] = {"ok": True, "mode": "embedded" if settings.CELERY_TASK_ALWAYS_EAGER else "external"}
+    checks["broker"] = _broker()
     ready = all(c["ok"] for c in checks.values())
     return JsonResponse({"ready": ready, "checks": checks}, status=200 if ready else 503)
+
+
+def _broker() -> dict:
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        return {"ok": True, "mode": "embedded"}
+    from governance.celery import app
+
+    try:
+        with app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1, interval_start=0, timeout=2)
+        return {"ok": True, "mode": "external"}
+    except Exception as exc:  # readiness reports the failure instead of raising it
+        return {"ok": False, "mode": "external", "error": type(exc).__name__}

@@ -152,6 +152,8 @@ WARRANT = {
     # A claimed run is owned for this long; an expired lease lets another worker take over.
     "LEASE_SECONDS": int(os.environ.get("WARRANT_LEASE_SECONDS", "300")),
     "MAX_DELIVERIES": int(os.environ.get("WARRANT_MAX_DELIVERIES", "5")),
+    # A run queued this long without being claimed is assumed to have lost its message.
+    "QUEUED_GRACE_SECONDS": int(os.environ.get("WARRANT_QUEUED_GRACE_SECONDS", "60")),
     "DEFAULT_APPROVAL_TTL_SECONDS": int(os.environ.get("WARRANT_APPROVAL_TTL_SECONDS", str(72 * 3600))),
     "TOOL_RESULT_MAX_CHARS": int(os.environ.get("WARRANT_TOOL_RESULT_MAX_CHARS", "20000")),
     # Who approves side effects of a run whose input or tool results read like injected orders.

@@ -9,11 +9,13 @@ import hashlib
 import logging
 import time
 import uuid
+from functools import partial
 from datetime import timedelta
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.contrib.auth.models import Group
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -114,10 +116,21 @@ def _create(*, agent: Agent, caller, snapshot: dict, input_text: str, idempotenc
 
 
 def _enqueue(run_id) -> None:
+    # Only after commit: a worker must never pick up a run whose row it cannot see yet.
+    # With a real broker a failed publish is logged, not raised: the change it follows is
+    # committed, and the reconciler re-enqueues a queued run whose message never arrived.
+    transaction.on_commit(partial(_publish, str(run_id)), robust=not settings.CELERY_TASK_ALWAYS_EAGER)
+
+
+def _publish(run_id: str) -> None:
     from runs.tasks import run_advance_task
 
-    # Only after commit: a worker must never pick up a run whose row it cannot see yet.
-    run_advance_task.delay_on_commit(str(run_id))
+    try:
+        run_advance_task.apply_async((run_id,), retry=True, retry_policy={"max_retries": 2, "interval_start": 0.2})
+    except Exception:
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            raise
+        logger.exception("could not enqueue run %s; the reconciler will", run_id)
 
 
 def _event(run: Run, kind: str, data: dict, *, step: int | None = None) -> RunEvent:
@@ -170,6 +183,7 @@ def run_advance(*, run_id: str, worker: str | None = None) -> None:
     if not _claim(run_id, worker):
         return  # parked, finished, or owned by a live worker: a duplicate delivery is a no-op
     run = Run.objects.select_related("caller").get(id=run_id)
+    _event(run, "claimed", {"worker": worker, "delivery": run.deliveries})
     if run.deliveries > settings.WARRANT["MAX_DELIVERIES"]:
         with transaction.atomic():
             _finish(run, harness.Finish(RunStatus.FAILED, error="internal",
@@ -190,6 +204,8 @@ def run_advance(*, run_id: str, worker: str | None = None) -> None:
                 run.state, run.snapshot, deps, run_id=str(run.id), cancel_requested=bool(cancel),
                 deadline=run.deadline_at.timestamp() if run.deadline_at else None, decisions=_decisions(run),
             )
+        except (DatabaseError, SoftTimeLimitExceeded):
+            raise  # infrastructure, not the run: abandon the step; redelivery or the reconciler retries it
         except Exception as exc:  # a bug in a step ends the run failed, recorded, with its receipt
             logger.exception("run %s crashed in step %s", run.id, run.step)
             result = harness.StepResult(run.state, harness.Finish(RunStatus.FAILED, error="internal",
@@ -361,7 +377,7 @@ def approval_expire_due() -> int:
     return count
 
 
-def run_reconcile(*, queued_grace_seconds: int = 60) -> dict:
+def run_reconcile(*, queued_grace_seconds: int | None = None) -> dict:
     """Put lost work back on the queue, and expire overdue approval requests.
 
     A running run whose lease expired lost its worker; a run queued for longer than the grace
@@ -369,6 +385,8 @@ def run_reconcile(*, queued_grace_seconds: int = 60) -> dict:
     safe: the claim is compare-and-set, so a message for a run someone owns is a no-op.
     """
     now = timezone.now()
+    if queued_grace_seconds is None:
+        queued_grace_seconds = settings.WARRANT["QUEUED_GRACE_SECONDS"]
     expired = approval_expire_due()
     lost = list(Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now).values_list("id", flat=True))
     stale = list(Run.objects.filter(

@@ -1,13 +1,15 @@
 """Celery tasks: a few lines each over a service, ids only, stable names."""
 
+import os
+
 from celery import shared_task
 
 from runs import services
 
 
-@shared_task(name="runs.run_advance", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-def run_advance_task(run_id: str) -> None:
-    services.run_advance(run_id=run_id)
+@shared_task(name="runs.run_advance", bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_advance_task(self, run_id: str) -> None:
+    services.run_advance(run_id=run_id, worker=f"{self.request.hostname or 'local'}:{os.getpid()}")
 
 
 @shared_task(name="runs.run_reconcile", ignore_result=True)

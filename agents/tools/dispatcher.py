@@ -10,6 +10,7 @@ from functools import lru_cache
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
+from django.db import DatabaseError
 from django.utils.module_loading import import_string
 
 from agents.tools.envelopes import ToolContext, ToolError, error, ok
@@ -32,8 +33,8 @@ def dispatch(*, tool: dict, arguments: dict, ctx: ToolContext) -> dict:
         data = handler(arguments, ctx)
     except ToolError as exc:
         return error(exc.code, exc.message)
-    except SoftTimeLimitExceeded:
-        raise  # the task's own time limit: the step is abandoned and redelivered, not answered
+    except (SoftTimeLimitExceeded, DatabaseError):
+        raise  # the task's time limit or a lost database: the step is abandoned and retried, not answered
     except TimeoutError:
         return error("timeout", f"{tool['name']} did not answer in time")
     except Exception as exc:  # a crashing tool must not crash the run: the model reads the envelope

@@ -1,0 +1,175 @@
+"""The durability suite: real PostgreSQL, a real Redis server, real Celery worker processes.
+
+Run by `make test` with DATABASE_URL pointing at PostgreSQL and CELERY_BROKER_URL at the
+suite's own Redis port (see the Makefile). Every scenario ends with check_invariants().
+"""
+
+import json
+import os
+import time
+from pathlib import Path
+
+import dj_database_url
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Group, User
+from django.db import connection
+
+from agents.models import Agent, ModelProfile, Tool
+from agents.services import agent_publish
+from governance.models import ToolGrant
+from runs import services
+from runs.models import Run
+from tests.services.invariants import REPORT, check_invariants  # noqa: F401  (re-exported for scenarios)
+from tests.services.processes import CeleryProcess, RedisServer, wait_for
+
+SUITE_ENV = {
+    "WARRANT_LEASE_SECONDS": "3",
+    "WARRANT_QUEUED_GRACE_SECONDS": "3",
+    "WARRANT_RECONCILE_SECONDS": "1",
+    "WARRANT_MAX_DELIVERIES": "3",
+    "WARRANT_TIME_SLICE_SECONDS": "5",
+}
+
+
+def pytest_configure(config):
+    if not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        raise pytest.UsageError("tests/services needs DATABASE_URL=postgres://… (make test sets it)")
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        raise pytest.UsageError("tests/services needs CELERY_BROKER_URL=redis://… (make test sets it)")
+
+
+@pytest.fixture(scope="session")
+def logdir(tmp_path_factory) -> Path:
+    path = Path(os.environ.get("WARRANT_SERVICES_LOGDIR") or tmp_path_factory.mktemp("services-logs"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def redis_server(logdir):
+    port = int(settings.CELERY_BROKER_URL.rsplit(":", 1)[1].split("/")[0])
+    server = RedisServer(port, logdir)
+    server.start()
+    yield server
+    server.kill()
+
+
+class Cluster:
+    """Start, kill and restart the worker side; the test process is the web side."""
+
+    def __init__(self, redis_server: RedisServer, logdir: Path, database_url: str):
+        self.redis, self.logdir = redis_server, logdir
+        self.env = {**os.environ, **SUITE_ENV, "DJANGO_DEBUG": "1", "DATABASE_URL": database_url,
+                    "CELERY_BROKER_URL": redis_server.url, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        self.processes: list[CeleryProcess] = []
+        self.count = 0
+
+    def worker(self, name: str | None = None) -> CeleryProcess:
+        self.count += 1
+        name = name or f"w{self.count}"
+        process = CeleryProcess(
+            ["worker", "-n", f"{name}@warrant-test", "-c", "1", "-P", "prefork", "-l", "info",
+             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            self.env, self.logdir / f"{name}-{self.count}.log").start()
+        process.wait_ready()
+        self.processes.append(process)
+        return process
+
+    def beat(self) -> CeleryProcess:
+        self.count += 1
+        schedule = self.logdir / f"beat-{self.count}.schedule"
+        process = CeleryProcess(["beat", "-s", str(schedule), "-l", "info"], self.env,
+                                self.logdir / f"beat-{self.count}.log").start()
+        process.wait_ready()
+        self.processes.append(process)
+        return process
+
+    def kill_all(self) -> None:
+        for process in self.processes:
+            process.kill()
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            process.stop()
+        self.processes.clear()
+
+
+@pytest.fixture
+def cluster(redis_server, logdir, demo, transactional_db):
+    """A clean broker and the demo; the scenario starts the workers it needs."""
+    if not redis_server.process or redis_server.process.poll() is not None:
+        redis_server.start()
+    redis_server.flushall()
+    database = connection.settings_dict
+    url = f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}"
+    dj_database_url.parse(url)  # fail here, clearly, on a name the URL cannot carry
+    cluster = Cluster(redis_server, logdir, url)
+    yield cluster
+    cluster.kill_all()
+
+
+@pytest.fixture
+def fault_agent(demo):
+    """An agent driven by a replayed script, with the demo tools plus fault tools."""
+    operators = Group.objects.get(name="operators")
+    tools = []
+    for name, handler in [("slow_echo", "tests.services.faults.slow_echo"), ("poison", "tests.services.faults.poison")]:
+        tool = Tool.objects.create(name=name, description=f"test tool {name}", handler=handler,
+                                   input_schema={"type": "object"})
+        ToolGrant.objects.create(role=operators, tool=tool)
+        tools.append(tool)
+    profile = ModelProfile.objects.create(name="replay", backend="tests.runs.backends.ReplayBackend", model="replay-1")
+    agent = Agent.objects.create(slug="faulty", name="Faulty", instructions="Follow the script.", model_profile=profile)
+    agent.tools.set([*Tool.objects.filter(name__in=["send_email", "list_accounts"]), *tools])
+    agent_publish(agent=agent)
+    return agent
+
+
+def start_run(script: dict, *, agent: str = "faulty", user: str = "operator") -> Run:
+    run, _ = services.run_start(agent_slug=agent, input_text=json.dumps(script),
+                                caller=User.objects.get(username=user))
+    return run
+
+
+def wait_status(run: Run, statuses: set[str], *, timeout: float = 60) -> Run:
+    def reached():
+        run.refresh_from_db()
+        return run.status in statuses
+
+    wait_for(reached, timeout=timeout, interval=0.2, what=f"run {run.id} to reach {sorted(statuses)}")
+    return run
+
+
+def wait_event(run: Run, kind: str, *, count: int = 1, timeout: float = 30) -> None:
+    wait_for(lambda: run.events.filter(kind=kind).count() >= count, timeout=timeout, interval=0.05,
+             what=f"{count} {kind} event(s) of run {run.id}")
+
+
+def approve(run: Run, *, user: str = "approver", approve: bool = True) -> None:
+    approval = run.approvals.get(status="pending")
+    services.approval_decide(approval_id=approval.id, user=User.objects.get(username=user), approve=approve)
+
+
+def email(subject: str) -> dict:
+    return {"name": "send_email", "arguments": {"to": "dana.whitfield@example.com", "subject": subject, "body": "Hi"}}
+
+
+def slow(seconds: float, text: str = "") -> dict:
+    return {"name": "slow_echo", "arguments": {"seconds": seconds, "text": text}}
+
+
+def pytest_terminal_summary(terminalreporter):
+    if REPORT.rows:
+        terminalreporter.write_sep("=", "durability figures")
+        for line in REPORT.lines():
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def scenario(request):
+    """Names the scenario in the report; the test records its recovery time through it."""
+    started = time.monotonic()
+    row = REPORT.begin(request.node.name)
+    yield row
+    row.setdefault("seconds", round(time.monotonic() - started, 1))
