@@ -1,0 +1,18 @@
+"""System checks with stable ids: configuration that would make runs misbehave."""
+
+from django.conf import settings
+from django.core import checks
+
+
+@checks.register(checks.Tags.compatibility)
+def lease_outlives_a_task(app_configs, **kwargs):
+    lease = settings.WARRANT["LEASE_SECONDS"]
+    limit = settings.CELERY_TASK_TIME_LIMIT
+    if settings.CELERY_TASK_ALWAYS_EAGER or lease > limit:
+        return []
+    return [checks.Warning(
+        f"WARRANT_LEASE_SECONDS ({lease}) is not longer than the task time limit ({limit} s)",
+        hint="A step still running when its lease ends can be claimed by a second worker; the loser's work is "
+             "discarded and counts as a failed delivery. Make the lease longer than the hard time limit.",
+        id="governance.W001",
+    )]
