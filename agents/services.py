@@ -1,8 +1,12 @@
-"""Writes for agents: publishing freezes the draft into an immutable version."""
+"""Writes for agents: drafts, publishing (freezes the draft into an immutable version), model
+profiles and the tool registry."""
 
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator, URLValidator
+from django.db import IntegrityError, transaction
 
-from agents.models import Agent, AgentVersion
+from agents.backends import backend_class
+from agents.models import Agent, AgentVersion, ModelProfile, Tool
 
 
 def agent_spec(agent: Agent) -> dict:
@@ -32,3 +36,169 @@ def agent_publish(*, agent: Agent, user=None) -> tuple[AgentVersion, bool]:
         agent=agent, version=(current.version + 1) if current else 1, spec=spec, published_by=user
     )
     return version, True
+
+
+# --- drafts, profiles and the tool registry: writes from the API and the admin ---------------
+
+ENV_VAR_NAME = RegexValidator(r"^[A-Z_][A-Z0-9_]*\Z", "Must look like an environment variable name: A-Z, 0-9 and _.")
+HTTP_URL = URLValidator(schemes=["http", "https"], message="Must be an http:// or https:// URL.")
+MAX_TIMEOUT_SECONDS = 600.0
+
+_AGENT_FIELDS = (
+    "name", "description", "instructions", "output_schema", "max_turns", "max_tool_calls", "max_tokens",
+    "deadline_seconds",
+)
+_PROFILE_FIELDS = (
+    "backend", "base_url", "model", "api_key_env", "connect_timeout", "read_timeout", "max_retries", "fallbacks",
+)
+_TOOL_FIELDS = ("enabled", "side_effect", "description", "timeout_seconds")
+
+
+def timeout_validator(value: float) -> None:
+    # Written as a positive range check so NaN fails it too.
+    if not (0 < value <= MAX_TIMEOUT_SECONDS):
+        raise ValidationError(f"Must be more than 0 and at most {MAX_TIMEOUT_SECONDS:g} seconds.")
+
+
+def _by_names(model, names: list[str], field: str) -> list:
+    found = {obj.name: obj for obj in model.objects.filter(name__in=names)}
+    missing = [name for name in names if name not in found]
+    if missing:
+        raise ValidationError({field: f"Unknown {field.rstrip('s').replace('_', ' ')}: {', '.join(missing)}."})
+    return [found[name] for name in dict.fromkeys(names)]
+
+
+def _agent_apply(agent: Agent, values: dict) -> list[Tool] | None:
+    for name in _AGENT_FIELDS:
+        if name in values:
+            setattr(agent, name, values[name])
+    if "model_profile" in values:
+        agent.model_profile = _by_names(ModelProfile, [values["model_profile"]], "model_profile")[0]
+    return _by_names(Tool, list(values["tools"]), "tools") if "tools" in values else None
+
+
+def _save_new(obj, *, key: str, exclude: list[str] | None = None) -> None:
+    obj.full_clean(exclude=exclude)
+    try:
+        with transaction.atomic():
+            obj.save()
+    except IntegrityError:
+        # Lost a race with a concurrent create of the same key: the answer full_clean gives.
+        raise ValidationError({key: "Already exists."}) from None
+
+
+@transaction.atomic
+def agent_create(*, values: dict) -> Agent:
+    """A new draft; nothing runs it until it is published."""
+    agent = Agent(slug=values.get("slug", ""))
+    tools = _agent_apply(agent, values)
+    _save_new(agent, key="slug", exclude=["tools"])
+    if tools:
+        agent.tools.set(tools)
+    return agent
+
+
+@transaction.atomic
+def agent_update(*, agent: Agent, values: dict) -> Agent:
+    """Edit the draft; published versions, and the runs that point at them, stay as they were."""
+    # Locked like agent_publish does, so a publish never freezes half an edit.
+    agent = Agent.objects.select_for_update().get(pk=agent.pk)
+    tools = _agent_apply(agent, values)
+    agent.full_clean(exclude=["tools"])
+    agent.save()
+    if tools is not None:
+        agent.tools.set(tools)
+    return agent
+
+
+def _fallback_problems(name: str, fallbacks: list, graph: dict[str, list]) -> list[str]:
+    if not isinstance(fallbacks, list) or not all(isinstance(f, str) for f in fallbacks):
+        return ["Must be a list of model profile names."]
+    problems = []
+    if len(set(fallbacks)) != len(fallbacks):
+        problems.append("Lists a profile more than once.")
+    if name in fallbacks:
+        problems.append("A profile may not fall back to itself.")
+    missing = [f for f in fallbacks if f != name and f not in graph]
+    if missing:
+        problems.append(f"Unknown model profile: {', '.join(missing)}.")
+    if problems:
+        return problems
+    # Walk what the fallbacks fall back to; reaching this profile again is a cycle.
+    stack, seen = list(fallbacks), set()
+    while stack:
+        current = stack.pop()
+        if current == name:
+            return [f"Fallbacks form a cycle back to {name!r}."]
+        if current not in seen:
+            seen.add(current)
+            stack.extend(graph.get(current) or [])
+    return []
+
+
+def _profile_check(profile: ModelProfile) -> None:
+    errors: dict[str, list[str]] = {}
+    checks = [("api_key_env", ENV_VAR_NAME), ("base_url", HTTP_URL),
+              ("connect_timeout", timeout_validator), ("read_timeout", timeout_validator)]
+    for field, check in checks:
+        value = getattr(profile, field)
+        if value in ("", None) and field in ("api_key_env", "base_url"):
+            continue
+        try:
+            check(value)
+        except ValidationError as exc:
+            errors[field] = exc.messages
+    try:
+        backend = backend_class(profile.backend)
+    except (ImportError, ValueError, TypeError):
+        backend = None
+    if not isinstance(backend, type):
+        errors["backend"] = ["Not 'scripted' nor the importable dotted path of a backend class."]
+    # Every profile row is locked so two concurrent edits cannot close a cycle between them.
+    graph = {p.name: p.fallbacks for p in ModelProfile.objects.select_for_update().exclude(pk=profile.pk)}
+    problems = _fallback_problems(profile.name, profile.fallbacks, graph)
+    if problems:
+        errors["fallbacks"] = problems
+    if errors:
+        raise ValidationError(errors)
+
+
+@transaction.atomic
+def model_profile_create(*, values: dict) -> ModelProfile:
+    profile = ModelProfile(name=values.get("name", ""))
+    for name in _PROFILE_FIELDS:
+        if name in values:
+            setattr(profile, name, values[name])
+    _profile_check(profile)
+    _save_new(profile, key="name")
+    return profile
+
+
+@transaction.atomic
+def model_profile_update(*, profile: ModelProfile, values: dict) -> ModelProfile:
+    """Change how a model is reached. The name is fixed: fallbacks and agent specs refer to it."""
+    profile = ModelProfile.objects.select_for_update().get(pk=profile.pk)
+    for name in _PROFILE_FIELDS:
+        if name in values:
+            setattr(profile, name, values[name])
+    _profile_check(profile)
+    profile.full_clean()
+    profile.save()
+    return profile
+
+
+@transaction.atomic
+def tool_update(*, tool: Tool, values: dict) -> Tool:
+    """Switch a tool on or off, or retune it. Runs already started keep the tools they froze."""
+    tool = Tool.objects.select_for_update().get(pk=tool.pk)
+    for name in _TOOL_FIELDS:
+        if name in values:
+            setattr(tool, name, values[name])
+    if "timeout_seconds" in values:
+        try:
+            timeout_validator(tool.timeout_seconds)
+        except ValidationError as exc:
+            raise ValidationError({"timeout_seconds": exc.messages}) from None
+    tool.full_clean()
+    tool.save()
+    return tool

@@ -2,7 +2,8 @@
 
 import logging
 
-from django.core.exceptions import PermissionDenied, ValidationError as DjangoValidationError
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError as DjangoValidationError
 from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -57,6 +58,10 @@ def exception_handler(exc, context):
                         status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "5"})
     if isinstance(exc, DomainError):
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status_code)
+    if isinstance(exc, RequestDataTooBig):
+        return Response(error_body("request_too_large", "The request body is larger than this server accepts.",
+                                   {"limit_bytes": settings.DATA_UPLOAD_MAX_MEMORY_SIZE}),
+                        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(detail=exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
     elif isinstance(exc, Http404):

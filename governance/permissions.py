@@ -1,16 +1,24 @@
 """Who may do what, as small composable pieces. Roles are Django groups."""
 
 from django.conf import settings
-from rest_framework.permissions import BasePermission
+from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 
 def compliance_role() -> str:
     return settings.WARRANT.get("COMPLIANCE_ROLE", "compliance")
 
 
+def in_role(user, role: str) -> bool:
+    return bool(user and user.is_authenticated and user.groups.filter(name=role).exists())
+
+
 def reads_everything(user) -> bool:
     """Compliance staff (and superusers) read every run and receipt."""
-    return bool(user.is_superuser or user.groups.filter(name=compliance_role()).exists())
+    return bool(user.is_superuser or in_role(user, compliance_role()))
+
+
+def is_governance_admin(user) -> bool:
+    return bool(user and user.is_authenticated and (user.is_superuser or in_role(user, settings.WARRANT["GOVERNANCE_ADMIN_ROLE"])))
 
 
 class CanStartRuns(BasePermission):
@@ -20,3 +28,33 @@ class CanStartRuns(BasePermission):
 
     def has_permission(self, request, view) -> bool:
         return bool(request.user and request.user.is_authenticated and request.user.has_perm("runs.add_run"))
+
+
+class HasARole(BasePermission):
+    """Belongs to at least one role: someone Warrant knows what to show."""
+
+    message = "you have no role in Warrant"
+
+    def has_permission(self, request, view) -> bool:
+        return bool(request.user and request.user.is_authenticated
+                    and (request.user.is_superuser or request.user.groups.exists()))
+
+
+class IsGovernanceAdmin(BasePermission):
+    """Member of the governance admin role (or a superuser)."""
+
+    message = "only governance admins may change this"
+
+    def has_permission(self, request, view) -> bool:
+        return is_governance_admin(request.user)
+
+
+class ReadAnyRoleWriteGovernanceAdmin(BasePermission):
+    """Reads for anyone with a role; writes for governance admins only."""
+
+    message = "only governance admins may change this"
+
+    def has_permission(self, request, view) -> bool:
+        if request.method in SAFE_METHODS:
+            return HasARole().has_permission(request, view)
+        return is_governance_admin(request.user)

@@ -40,6 +40,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "governance",
     "agents",
     "skills",
@@ -113,7 +116,35 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "governance.api_errors.exception_handler",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_RATES": {
+        "run_create": os.environ.get("WARRANT_THROTTLE_RUN_CREATE", "60/min"),
+        "approval_decide": os.environ.get("WARRANT_THROTTLE_APPROVAL_DECIDE", "120/min"),
+    },
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Warrant API",
+    "DESCRIPTION": "Governed agent runs: start runs, decide approvals, read and verify receipts, manage policies.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",  # assets served from this server, never a CDN
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# Bodies larger than this are refused before a view sees them.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("WARRANT_MAX_REQUEST_BYTES", str(256 * 1024)))
+
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["WARRANT_CACHE_URL"]}
+        if os.environ.get("WARRANT_CACHE_URL")
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
 }
 
 # --- Celery -----------------------------------------------------------------------------
@@ -159,6 +190,7 @@ WARRANT = {
     # Who approves side effects of a run whose input or tool results read like injected orders.
     "TAINT_APPROVER_ROLE": os.environ.get("WARRANT_TAINT_APPROVER_ROLE", "secops"),
     "COMPLIANCE_ROLE": os.environ.get("WARRANT_COMPLIANCE_ROLE", "compliance"),
+    "GOVERNANCE_ADMIN_ROLE": os.environ.get("WARRANT_GOVERNANCE_ADMIN_ROLE", "governance-admins"),
 }
 
 LOGGING = {

@@ -2,18 +2,21 @@
 
 import json
 
+import django_filters
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.generics import ListAPIView
-from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.generics import GenericAPIView, ListAPIView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from governance.permissions import CanStartRuns
 from runs import selectors, services
+from runs.idempotency import idempotent
 from runs.models import ApprovalRequest, Receipt, Run, RunEvent
 from runs.receipts import receipt_verify
+from runs.throttles import PostThrottle
 
 
 class PendingApprovalSerializer(serializers.Serializer):
@@ -24,10 +27,21 @@ class PendingApprovalSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField()
 
 
+class UsageSerializer(serializers.Serializer):
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    tokens_estimated = serializers.BooleanField()
+    llm_calls = serializers.IntegerField()
+    tool_calls = serializers.IntegerField()
+
+
 class RunOutputSerializer(serializers.ModelSerializer):
     agent = serializers.CharField(source="agent.slug")
     agent_version = serializers.IntegerField(source="agent_version.version")
     caller = serializers.CharField(source="caller.username")
+    stop_reason = serializers.CharField(allow_null=True)
+    error = serializers.CharField(allow_null=True)
+    error_message = serializers.CharField(allow_null=True)
     usage = serializers.SerializerMethodField()
     pending_approval = serializers.SerializerMethodField()
     receipt_id = serializers.SerializerMethodField()
@@ -45,40 +59,65 @@ class RunOutputSerializer(serializers.ModelSerializer):
             data[name] = data[name] or None
         return data
 
+    @extend_schema_field(UsageSerializer)
     def get_usage(self, run: Run) -> dict:
         return {"input_tokens": run.input_tokens, "output_tokens": run.output_tokens, "tokens_estimated": True,
                 "llm_calls": run.llm_calls, "tool_calls": run.tool_calls}
 
+    @extend_schema_field(PendingApprovalSerializer(allow_null=True))
     def get_pending_approval(self, run: Run) -> dict | None:
         approval = selectors.pending_approval(run)
         return PendingApprovalSerializer(approval).data if approval else None
 
+    @extend_schema_field(OpenApiTypes.UUID)
     def get_receipt_id(self, run: Run) -> str | None:
         receipt = getattr(run, "receipt", None) if run.is_terminal else None
         return str(receipt.id) if receipt else None
 
 
-class RunListCreateApi(APIView):
-    class InputSerializer(serializers.Serializer):
+class RunFilter(django_filters.FilterSet):
+    status = django_filters.ChoiceFilter(choices=Run._meta.get_field("status").choices)
+    agent = django_filters.CharFilter(field_name="agent__slug")
+    caller = django_filters.CharFilter(field_name="caller__username")
+    created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+
+    class Meta:
+        model = Run
+        fields = ["status", "agent", "caller", "created_after", "created_before"]
+
+
+class RunListCreateApi(ListAPIView):
+    """List the runs you may see; start a run (operators)."""
+
+    class RunStartInputSerializer(serializers.Serializer):
         agent = serializers.SlugField(max_length=64)
         input = serializers.CharField(max_length=services.MAX_INPUT_CHARS, trim_whitespace=False)
         idempotency_key = serializers.CharField(max_length=128, required=False)
 
+    serializer_class = RunOutputSerializer
+    filterset_class = RunFilter
+    throttle_classes = [PostThrottle]
+    throttle_scope = "run_create"
+
     def get_permissions(self):
         return [CanStartRuns()] if self.request.method == "POST" else [IsAuthenticated()]
 
-    def get(self, request):
-        queryset = selectors.runs_visible_to(request.user)
-        for name in ("status", "agent__slug"):
-            value = request.query_params.get(name.split("__")[0])
-            if value:
-                queryset = queryset.filter(**{name: value})
-        paginator = LimitOffsetPagination()
-        page = paginator.paginate_queryset(queryset, request, view=self)
-        return paginator.get_paginated_response(RunOutputSerializer(page, many=True).data)
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Run.objects.none()
+        return selectors.runs_visible_to(self.request.user)
 
+    @extend_schema(operation_id="runs_list")
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(operation_id="runs_create", request=RunStartInputSerializer,
+                   parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+                   responses={201: RunOutputSerializer, 200: RunOutputSerializer})
+    @idempotent
     def post(self, request):
-        serializer = self.InputSerializer(data=request.data)
+        serializer = self.RunStartInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         key = request.headers.get("Idempotency-Key") or data.get("idempotency_key")
@@ -89,26 +128,38 @@ class RunListCreateApi(APIView):
         return Response(RunOutputSerializer(run).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
-class RunDetailApi(APIView):
+class RunDetailApi(GenericAPIView):
+    serializer_class = RunOutputSerializer
+
+    @extend_schema(operation_id="runs_retrieve")
     def get(self, request, run_id):
         run = get_object_or_404(selectors.runs_visible_to(request.user), id=run_id)
         return Response(RunOutputSerializer(run).data)
 
 
-class RunEventsApi(ListAPIView):
-    class OutputSerializer(serializers.ModelSerializer):
-        class Meta:
-            model = RunEvent
-            fields = ["seq", "step", "kind", "data", "created_at"]
+class RunEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = RunEvent
+        fields = ["seq", "step", "kind", "data", "created_at"]
 
-    serializer_class = OutputSerializer
+
+class RunEventsApi(ListAPIView):
+    """The run's trace, in order."""
+
+    serializer_class = RunEventSerializer
+    filter_backends = []
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return RunEvent.objects.none()
         run = get_object_or_404(selectors.runs_visible_to(self.request.user), id=self.kwargs["run_id"])
         return RunEvent.objects.filter(run=run).order_by("seq")
 
 
-class RunCancelApi(APIView):
+class RunCancelApi(GenericAPIView):
+    serializer_class = RunOutputSerializer
+
+    @extend_schema(operation_id="runs_cancel", request=None, responses={200: RunOutputSerializer})
     def post(self, request, run_id):
         # Only the caller cancels a run; others get 404, as if it did not exist for them.
         run = get_object_or_404(Run.objects.filter(caller=request.user), id=run_id)
@@ -133,27 +184,44 @@ class ApprovalOutputSerializer(serializers.ModelSerializer):
         ]
 
 
+class ApprovalFilter(django_filters.FilterSet):
+    status = django_filters.ChoiceFilter(choices=ApprovalRequest.Status.choices)
+    role = django_filters.CharFilter(field_name="approver_role__name")
+
+    class Meta:
+        model = ApprovalRequest
+        fields = ["status", "role"]
+
+
 class ApprovalListApi(ListAPIView):
+    """Approval requests for your roles, oldest first (compliance sees all)."""
+
     serializer_class = ApprovalOutputSerializer
+    filterset_class = ApprovalFilter
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return ApprovalRequest.objects.none()
         # Without a beat process (the embedded default) overdue requests are closed when looked at.
         services.approval_expire_due()
-        queryset = selectors.approvals_visible_to(self.request.user).order_by("created_at")
-        wanted = self.request.query_params.get("status")
-        if wanted:
-            queryset = queryset.filter(status=wanted)
-        return queryset
+        return selectors.approvals_visible_to(self.request.user).order_by("created_at", "id")
 
 
-class ApprovalDecideApi(APIView):
+class ApprovalDecideApi(GenericAPIView):
     approve = True
+    serializer_class = ApprovalOutputSerializer
+    throttle_classes = [PostThrottle]
+    throttle_scope = "approval_decide"
 
-    class InputSerializer(serializers.Serializer):
+    class ApprovalDecisionInputSerializer(serializers.Serializer):
         reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+        idempotency_key = serializers.CharField(max_length=128, required=False)
 
+    @extend_schema(request=ApprovalDecisionInputSerializer, responses={200: ApprovalOutputSerializer},
+                   parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)])
+    @idempotent
     def post(self, request, approval_id):
-        serializer = self.InputSerializer(data=request.data)
+        serializer = self.ApprovalDecisionInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         approval = get_object_or_404(selectors.approvals_visible_to(request.user), id=approval_id)
         approval = services.approval_decide(
@@ -163,37 +231,13 @@ class ApprovalDecideApi(APIView):
         return Response(ApprovalOutputSerializer(approval).data)
 
 
-class ReceiptOutputSerializer(serializers.ModelSerializer):
-    run_id = serializers.UUIDField(source="run.id")
-    body = serializers.SerializerMethodField()
+class ApprovalApproveApi(ApprovalDecideApi):
+    """Approve: the parked call runs once, with exactly the approved arguments."""
 
-    class Meta:
-        model = Receipt
-        fields = ["id", "run_id", "seq", "prev_hash", "hash", "created_at", "body"]
-
-    def get_body(self, receipt: Receipt) -> dict:
-        return json.loads(receipt.body)
+    approve = True
 
 
-class ReceiptListApi(ListAPIView):
-    serializer_class = ReceiptOutputSerializer
+class ApprovalDenyApi(ApprovalDecideApi):
+    """Deny: the model is told the call was denied, and nothing runs."""
 
-    def get_queryset(self):
-        return selectors.receipts_visible_to(self.request.user).order_by("seq")
-
-
-class ReceiptDetailApi(APIView):
-    def get(self, request, receipt_id):
-        receipt = get_object_or_404(selectors.receipts_visible_to(request.user), id=receipt_id)
-        return Response(ReceiptOutputSerializer(receipt).data)
-
-
-class ReceiptVerifyApi(APIView):
-    def get(self, request, receipt_id):
-        receipt = get_object_or_404(selectors.receipts_visible_to(request.user), id=receipt_id)
-        result = receipt_verify(receipt=receipt)
-        named, seq = result.receipt, result.seq
-        if not result.valid and not selectors.receipts_visible_to(request.user).filter(id=named).exists():
-            # The broken receipt belongs to someone else: say the chain is broken, not whose it is.
-            named, seq = None, None
-        return Response({"valid": result.valid, "receipt": named, "seq": seq, "reason": result.reason})
+    approve = False

@@ -197,3 +197,25 @@ class Receipt(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"receipt #{self.seq} for run {self.run_id}"
+
+
+class IdempotencyRecord(models.Model):
+    """A POST answered under an Idempotency-Key: the same key and body get the stored answer."""
+
+    class State(models.TextChoices):
+        IN_PROGRESS = "in_progress"
+        DONE = "done"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=128)
+    request_sha256 = models.CharField(max_length=64)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.IN_PROGRESS)
+    response_status = models.PositiveSmallIntegerField(null=True)
+    response_body = models.JSONField(null=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotency_key_unique_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.state})"

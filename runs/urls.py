@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs import api
+from runs import api, receipts_api
 
 urlpatterns = [
     path("runs/", api.RunListCreateApi.as_view(), name="run-list"),
@@ -8,9 +8,10 @@ urlpatterns = [
     path("runs/<uuid:run_id>/events/", api.RunEventsApi.as_view(), name="run-events"),
     path("runs/<uuid:run_id>/cancel/", api.RunCancelApi.as_view(), name="run-cancel"),
     path("approvals/", api.ApprovalListApi.as_view(), name="approval-list"),
-    path("approvals/<uuid:approval_id>/approve/", api.ApprovalDecideApi.as_view(approve=True), name="approval-approve"),
-    path("approvals/<uuid:approval_id>/deny/", api.ApprovalDecideApi.as_view(approve=False), name="approval-deny"),
-    path("receipts/", api.ReceiptListApi.as_view(), name="receipt-list"),
-    path("receipts/<uuid:receipt_id>/", api.ReceiptDetailApi.as_view(), name="receipt-detail"),
-    path("receipts/<uuid:receipt_id>/verify/", api.ReceiptVerifyApi.as_view(), name="receipt-verify"),
+    path("approvals/<uuid:approval_id>/approve/", api.ApprovalApproveApi.as_view(), name="approval-approve"),
+    path("approvals/<uuid:approval_id>/deny/", api.ApprovalDenyApi.as_view(), name="approval-deny"),
+    path("receipts/", receipts_api.ReceiptListApi.as_view(), name="receipt-list"),
+    path("receipts/export/", receipts_api.ReceiptExportApi.as_view(), name="receipt-export"),
+    path("receipts/<uuid:receipt_id>/", receipts_api.ReceiptDetailApi.as_view(), name="receipt-detail"),
+    path("receipts/<uuid:receipt_id>/verify/", receipts_api.ReceiptVerifyApi.as_view(), name="receipt-verify"),
 ]

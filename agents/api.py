@@ -1,0 +1,439 @@
+"""The agents API: drafts and their published versions, model profiles, the tool registry.
+
+Thin views over agents.services. Reads are for anyone with a role; writes for governance admins.
+Inputs name every writable field: anything else in a body is refused, never silently dropped.
+"""
+
+from collections.abc import Mapping
+
+import jsonschema
+from django.db.models import Max
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers, status
+from rest_framework.generics import GenericAPIView
+from rest_framework.response import Response
+
+from agents import services
+from agents.models import Agent, AgentVersion, ModelProfile, Tool
+from governance.permissions import IsGovernanceAdmin, ReadAnyRoleWriteGovernanceAdmin
+
+
+# --- the strict-fields helper ------------------------------------------------------------
+
+
+class StrictSerializer(serializers.Serializer):
+    """An input serializer that refuses undeclared and read-only fields (no mass assignment)."""
+
+    hints: dict[str, str] = {}
+
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping):
+            writable = sorted(name for name, field in self.fields.items() if not field.read_only)
+            refused = sorted(set(data) - set(writable))
+            if refused:
+                allowed = ", ".join(writable) or "none"
+                raise serializers.ValidationError({
+                    name: [self.hints.get(name, f"Unknown or read-only field; writable fields: {allowed}.")]
+                    for name in refused
+                })
+        return super().to_internal_value(data)
+
+
+class _Paginated:
+    # GET of a paginated, filterable list, for a GenericAPIView.
+    def list_response(self):
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+
+@extend_schema_field({"type": "number", "format": "double", "minimum": 0, "exclusiveMinimum": True,
+                     "maximum": services.MAX_TIMEOUT_SECONDS})
+class TimeoutField(serializers.FloatField):
+    """Seconds: more than 0 and at most 600."""
+
+    def __init__(self, **kwargs):
+        super().__init__(validators=[services.timeout_validator], **kwargs)
+
+
+# --- agents ------------------------------------------------------------------------------
+
+
+def _agents():
+    return (Agent.objects.select_related("model_profile").prefetch_related("tools")
+            .annotate(current_version_number=Max("versions__version")))
+
+
+class AgentOutputSerializer(serializers.ModelSerializer):
+    """The editable draft, with the number of the version new runs use."""
+
+    model_profile = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    tools = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+    current_version = serializers.IntegerField(
+        source="current_version_number", allow_null=True, read_only=True,
+        help_text="The latest published version (what new runs use); null until the first publish.",
+    )
+
+    class Meta:
+        model = Agent
+        ref_name = "Agent"
+        fields = [
+            "slug", "name", "description", "instructions", "model_profile", "tools", "output_schema", "max_turns",
+            "max_tool_calls", "max_tokens", "deadline_seconds", "current_version", "created_at", "updated_at",
+        ]
+
+
+def _check_json_schema(value):
+    if value is None:
+        return value
+    if not isinstance(value, dict):
+        raise serializers.ValidationError("Must be a JSON Schema object, or null.")
+    try:
+        jsonschema.validators.validator_for(value).check_schema(value)
+    except jsonschema.SchemaError as exc:
+        raise serializers.ValidationError(f"Not a valid JSON Schema: {exc.message}") from None
+    return value
+
+
+class AgentWriteSerializer(StrictSerializer):
+    """The draft's writable fields; tools and model profile by name."""
+
+    name = serializers.CharField(max_length=128)
+    description = serializers.CharField(allow_blank=True, required=False)
+    instructions = serializers.CharField(trim_whitespace=False)
+    model_profile = serializers.SlugField(max_length=64, help_text="Name of an existing model profile.")
+    tools = serializers.ListField(
+        child=serializers.SlugField(max_length=64), max_length=200, required=False, help_text="Tool names."
+    )
+    output_schema = serializers.JSONField(allow_null=True, required=False, validators=[_check_json_schema])
+    max_turns = serializers.IntegerField(min_value=1, required=False)
+    max_tool_calls = serializers.IntegerField(min_value=1, required=False)
+    max_tokens = serializers.IntegerField(min_value=1, required=False)
+    deadline_seconds = serializers.IntegerField(min_value=1, required=False)
+
+    class Meta:
+        ref_name = "AgentWrite"
+
+
+class AgentCreateSerializer(AgentWriteSerializer):
+    """A new draft: the draft's fields plus its slug, fixed from then on."""
+
+    slug = serializers.SlugField(max_length=64)
+
+    class Meta:
+        ref_name = "AgentCreate"
+
+
+class AgentVersionOutputSerializer(serializers.ModelSerializer):
+    """A published, immutable snapshot of an agent: what a run points at."""
+
+    agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    published_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+
+    class Meta:
+        model = AgentVersion
+        ref_name = "AgentVersion"
+        fields = ["agent", "version", "spec", "sha256", "published_by", "published_at"]
+
+
+class AgentListCreateApi(_Paginated, GenericAPIView):
+    permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
+    serializer_class = AgentOutputSerializer
+    queryset = Agent.objects.all()
+
+    def get_queryset(self):
+        return _agents()
+
+    @extend_schema(
+        operation_id="agents_list",
+        description="Agents (their drafts), by slug.",
+        responses=AgentOutputSerializer(many=True),
+    )
+    def get(self, request):
+        return self.list_response()
+
+    @extend_schema(
+        operation_id="agents_create",
+        description="Create a draft; nothing runs it until it is published.",
+        request=AgentCreateSerializer,
+        responses={201: AgentOutputSerializer},
+    )
+    def post(self, request):
+        serializer = AgentCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        agent = services.agent_create(values=serializer.validated_data)
+        return Response(self.get_serializer(_agents().get(pk=agent.pk)).data, status=status.HTTP_201_CREATED)
+
+
+class AgentDetailApi(GenericAPIView):
+    # No DELETE (405): runs point at agents and their versions, so agents are never deleted.
+    permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
+    serializer_class = AgentOutputSerializer
+    queryset = Agent.objects.all()
+    lookup_field = "slug"
+
+    def get_queryset(self):
+        return _agents()
+
+    @extend_schema(
+        operation_id="agents_retrieve",
+        description="The draft and the number of the version new runs use.",
+        responses=AgentOutputSerializer,
+    )
+    def get(self, request, slug):
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(
+        operation_id="agents_partial_update",
+        description="Edit the draft; tools and model profile by name. Published versions never change.",
+        request=AgentWriteSerializer,
+        responses=AgentOutputSerializer,
+    )
+    def patch(self, request, slug):
+        agent = self.get_object()
+        serializer = AgentWriteSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        agent = services.agent_update(agent=agent, values=serializer.validated_data)
+        return Response(self.get_serializer(_agents().get(pk=agent.pk)).data)
+
+
+class AgentPublishApi(GenericAPIView):
+    permission_classes = [IsGovernanceAdmin]
+    serializer_class = AgentVersionOutputSerializer
+    queryset = Agent.objects.all()
+    lookup_field = "slug"
+
+    class PublishSerializer(StrictSerializer):
+        """Publishing takes no fields: the draft is what gets frozen."""
+
+        class Meta:
+            ref_name = "AgentPublish"
+
+    @extend_schema(
+        operation_id="agents_publish", request=None,
+        responses={201: AgentVersionOutputSerializer, 200: AgentVersionOutputSerializer},
+        description="Freeze the draft as a new immutable version (201); when the draft has not changed "
+                    "since the last publish, the current version is returned (200).",
+    )
+    def post(self, request, slug):
+        agent = self.get_object()
+        self.PublishSerializer(data=request.data).is_valid(raise_exception=True)
+        version, created = services.agent_publish(agent=agent, user=request.user)
+        return Response(self.get_serializer(version).data,
+                        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+def _versions():
+    return AgentVersion.objects.select_related("agent", "published_by").order_by("-version")
+
+
+class AgentVersionListApi(_Paginated, GenericAPIView):
+    permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
+    serializer_class = AgentVersionOutputSerializer
+    queryset = AgentVersion.objects.all()
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return AgentVersion.objects.none()
+        agent = get_object_or_404(Agent, slug=self.kwargs["slug"])
+        return _versions().filter(agent=agent)
+
+    @extend_schema(
+        operation_id="agents_versions_list",
+        description="Published versions, newest first.",
+        responses=AgentVersionOutputSerializer(many=True),
+    )
+    def get(self, request, slug):
+        return self.list_response()
+
+
+class AgentVersionDetailApi(GenericAPIView):
+    permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
+    serializer_class = AgentVersionOutputSerializer
+    queryset = AgentVersion.objects.all()
+    lookup_field = "version"
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return AgentVersion.objects.none()
+        return _versions().filter(agent__slug=self.kwargs["slug"])
+
+    @extend_schema(
+        operation_id="agents_versions_retrieve",
+        description="One published version: its frozen spec and digest.",
+        responses=AgentVersionOutputSerializer,
+    )
+    def get(self, request, slug, version):
+        return Response(self.get_serializer(self.get_object()).data)
+
+
+# --- model profiles ----------------------------------------------------------------------
+
+
+class ModelProfileOutputSerializer(serializers.ModelSerializer):
+    """How a model is reached. There is no key field: only the name of the variable that holds it."""
+
+    class Meta:
+        model = ModelProfile
+        ref_name = "ModelProfile"
+        fields = [
+            "name", "backend", "base_url", "model", "api_key_env", "connect_timeout", "read_timeout", "max_retries",
+            "fallbacks",
+        ]
+
+
+_SECRET_HINT = "Secrets are never stored or accepted: set api_key_env to the name of the environment variable."
+
+
+class ModelProfileWriteSerializer(StrictSerializer):
+    """A profile's writable fields. There is no key field: a body with one is refused."""
+
+    hints = {"api_key": _SECRET_HINT, "key": _SECRET_HINT, "secret": _SECRET_HINT}
+
+    backend = serializers.CharField(max_length=255, help_text="'scripted' or the dotted path of a backend class.")
+    base_url = serializers.CharField(max_length=200, allow_blank=True, required=False,
+                                     validators=[services.HTTP_URL], help_text="http(s) only.")
+    model = serializers.CharField(max_length=128)
+    api_key_env = serializers.CharField(
+        max_length=128, allow_blank=True, required=False, validators=[services.ENV_VAR_NAME],
+        help_text="Name of the environment variable holding the key (e.g. OPENAI_API_KEY), never the key.",
+    )
+    connect_timeout = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
+    read_timeout = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
+    max_retries = serializers.IntegerField(min_value=0, max_value=10, required=False)
+    fallbacks = serializers.ListField(
+        child=serializers.SlugField(max_length=64), max_length=10, required=False,
+        help_text="Ordered names of existing profiles to try next; no self reference, no cycles.",
+    )
+
+    class Meta:
+        ref_name = "ModelProfileWrite"
+
+
+class ModelProfileCreateSerializer(ModelProfileWriteSerializer):
+    """A new profile: its writable fields plus its name, fixed from then on."""
+
+    name = serializers.SlugField(max_length=64)
+
+    class Meta:
+        ref_name = "ModelProfileCreate"
+
+
+class ModelProfileListCreateApi(_Paginated, GenericAPIView):
+    permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
+    serializer_class = ModelProfileOutputSerializer
+    queryset = ModelProfile.objects.all()
+
+    @extend_schema(
+        operation_id="model_profiles_list",
+        description="How models are reached. Keys are never stored; api_key_env names the variable.",
+        responses=ModelProfileOutputSerializer(many=True),
+    )
+    def get(self, request):
+        return self.list_response()
+
+    @extend_schema(
+        operation_id="model_profiles_create",
+        description="Register a model profile.",
+        request=ModelProfileCreateSerializer,
+        responses={201: ModelProfileOutputSerializer},
+    )
+    def post(self, request):
+        serializer = ModelProfileCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        profile = services.model_profile_create(values=serializer.validated_data)
+        return Response(self.get_serializer(profile).data, status=status.HTTP_201_CREATED)
+
+
+class ModelProfileDetailApi(GenericAPIView):
+    permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
+    serializer_class = ModelProfileOutputSerializer
+    queryset = ModelProfile.objects.all()
+    lookup_field = "name"
+
+    @extend_schema(
+        operation_id="model_profiles_retrieve",
+        description="One model profile.",
+        responses=ModelProfileOutputSerializer,
+    )
+    def get(self, request, name):
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(
+        operation_id="model_profiles_partial_update",
+        description="Change a model profile; the name is fixed.",
+        request=ModelProfileWriteSerializer,
+        responses=ModelProfileOutputSerializer,
+    )
+    def patch(self, request, name):
+        profile = self.get_object()
+        serializer = ModelProfileWriteSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        profile = services.model_profile_update(profile=profile, values=serializer.validated_data)
+        return Response(self.get_serializer(profile).data)
+
+
+# --- the tool registry -------------------------------------------------------------------
+
+
+class ToolOutputSerializer(serializers.ModelSerializer):
+    """A registered tool, whatever its source. Disabled tools are never shown to a model."""
+
+    class Meta:
+        model = Tool
+        ref_name = "Tool"
+        fields = [
+            "name", "description", "input_schema", "side_effect", "enabled", "source", "handler", "timeout_seconds",
+            "created_at", "updated_at",
+        ]
+
+
+class ToolUpdateSerializer(StrictSerializer):
+    """What an admin may change about a registered tool; name, schema and handler come from its source."""
+
+    enabled = serializers.BooleanField(required=False, help_text="Disabled tools are never shown to a model.")
+    side_effect = serializers.BooleanField(required=False)
+    description = serializers.CharField(required=False)
+    timeout_seconds = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
+
+    class Meta:
+        ref_name = "ToolUpdate"
+
+
+class ToolListApi(_Paginated, GenericAPIView):
+    permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
+    serializer_class = ToolOutputSerializer
+    queryset = Tool.objects.all()
+    filterset_fields = ["enabled", "side_effect", "source"]
+
+    @extend_schema(
+        operation_id="tools_list",
+        description="The tool registry, whatever the source.",
+        responses=ToolOutputSerializer(many=True),
+    )
+    def get(self, request):
+        return self.list_response()
+
+
+class ToolDetailApi(GenericAPIView):
+    permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
+    serializer_class = ToolOutputSerializer
+    queryset = Tool.objects.all()
+    lookup_field = "name"
+
+    @extend_schema(operation_id="tools_retrieve", description="One registered tool.", responses=ToolOutputSerializer)
+    def get(self, request, name):
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(
+        operation_id="tools_partial_update",
+        description="Enable or disable a tool, or retune it.",
+        request=ToolUpdateSerializer,
+        responses=ToolOutputSerializer,
+    )
+    def patch(self, request, name):
+        tool = self.get_object()
+        serializer = ToolUpdateSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        tool = services.tool_update(tool=tool, values=serializer.validated_data)
+        return Response(self.get_serializer(tool).data)

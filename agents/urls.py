@@ -1,0 +1,15 @@
+from django.urls import path
+
+from agents import api
+
+urlpatterns = [
+    path("agents/", api.AgentListCreateApi.as_view(), name="agent-list"),
+    path("agents/<slug:slug>/", api.AgentDetailApi.as_view(), name="agent-detail"),
+    path("agents/<slug:slug>/publish/", api.AgentPublishApi.as_view(), name="agent-publish"),
+    path("agents/<slug:slug>/versions/", api.AgentVersionListApi.as_view(), name="agent-version-list"),
+    path("agents/<slug:slug>/versions/<int:version>/", api.AgentVersionDetailApi.as_view(), name="agent-version-detail"),
+    path("model-profiles/", api.ModelProfileListCreateApi.as_view(), name="model-profile-list"),
+    path("model-profiles/<slug:name>/", api.ModelProfileDetailApi.as_view(), name="model-profile-detail"),
+    path("tools/", api.ToolListApi.as_view(), name="tool-list"),
+    path("tools/<slug:name>/", api.ToolDetailApi.as_view(), name="tool-detail"),
+]

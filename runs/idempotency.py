@@ -1,0 +1,85 @@
+"""Idempotency-Key for POSTs that change things, in the manner of Stripe's API.
+
+The same key with the same body gets the stored response again (with Idempotent-Replayed:
+true); the same key with another body is 422; a request whose twin is still being processed is
+409. Server errors are not stored, so the client may retry them. Keys belong to a user.
+"""
+
+import hashlib
+import json
+from functools import wraps
+
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from rest_framework.response import Response
+
+from governance.api_errors import Conflict, Unprocessable
+from runs.models import IdempotencyRecord
+
+HEADER = "Idempotency-Key"
+
+
+def _fingerprint(request) -> str:
+    body = dict(request.data) if hasattr(request.data, "keys") else request.data
+    if isinstance(body, dict):
+        body.pop("idempotency_key", None)
+    text = json.dumps([request.method, request.path, body], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def request_key(request) -> str | None:
+    key = request.headers.get(HEADER)
+    if key is None and hasattr(request.data, "get"):
+        key = request.data.get("idempotency_key")
+    if key is None:
+        return None
+    if not isinstance(key, str) or not 0 < len(key) <= 128:
+        raise Unprocessable("an Idempotency-Key has 1 to 128 characters", details={"idempotency_key": str(key)[:140]})
+    return key
+
+
+ABANDONED_AFTER = timedelta(seconds=120)
+
+
+def _abandoned(record: IdempotencyRecord) -> bool:
+    return timezone.now() - record.created_at > ABANDONED_AFTER
+
+
+def idempotent(view_method):
+    """Wrap a POST handler of an APIView."""
+
+    @wraps(view_method)
+    def wrapper(view, request, *args, **kwargs):
+        key = request_key(request)
+        if key is None:
+            return view_method(view, request, *args, **kwargs)
+        fingerprint = _fingerprint(request)
+        try:
+            with transaction.atomic():
+                record = IdempotencyRecord.objects.create(user=request.user, key=key, request_sha256=fingerprint)
+        except IntegrityError:
+            existing = IdempotencyRecord.objects.get(user=request.user, key=key)
+            if existing.request_sha256 != fingerprint:
+                raise Unprocessable("this Idempotency-Key was used with a different request",
+                                    details={"idempotency_key": key}) from None
+            if existing.state == IdempotencyRecord.State.IN_PROGRESS and not _abandoned(existing):
+                raise Conflict("a request with this Idempotency-Key is still being processed; retry shortly",
+                               details={"idempotency_key": key}) from None
+            if existing.state == IdempotencyRecord.State.DONE:
+                return Response(existing.response_body, status=existing.response_status,
+                                headers={"Idempotent-Replayed": "true"})
+            record = existing  # its first request died without an answer: this one takes over
+        try:
+            response = view_method(view, request, *args, **kwargs)
+        except Exception as exc:
+            response = view.handle_exception(exc)
+        if response.status_code >= 500:
+            record.delete()
+        else:
+            IdempotencyRecord.objects.filter(pk=record.pk).update(
+                state=IdempotencyRecord.State.DONE, response_status=response.status_code, response_body=response.data)
+        return response
+
+    return wrapper

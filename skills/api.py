@@ -1,0 +1,161 @@
+"""The skills API: list, import, read, replace and retire SKILL.md skills. Thin views over skills.services.
+
+A skill is written only as its SKILL.md text (`source`): name, description, tags, allowed tools,
+body and version all come from it, so none of them is writable on its own.
+"""
+
+import django_filters
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
+from rest_framework import serializers, status
+from rest_framework.generics import GenericAPIView, ListAPIView
+from rest_framework.response import Response
+
+from governance.api import StrictFieldsMixin, errors
+from governance.api_errors import Conflict
+from governance.permissions import ReadAnyRoleWriteGovernanceAdmin
+from skills.models import Skill
+from skills.parser import SkillFormatError, parse_skill_md
+from skills.services import skill_import_report
+
+# Fields a skill has that only its SKILL.md text may change (or that nothing may change).
+DERIVED = frozenset({
+    "id", "name", "description", "tags", "allowed_tools", "body", "version", "sha256", "history",
+    "updated_by", "created_at", "updated_at",
+})
+
+
+# Wrapped in allOf so drf-spectacular keeps the enum inline: runs and approvals also have a
+# `status` (other choices), and a shared generated name would collide (a schema warning).
+@extend_schema_field({"allOf": [{"type": "string", "enum": Skill.Status.values}],
+                      "description": "`draft` (not used by runs), `approved` or `retired`."})
+class SkillStatusField(serializers.ChoiceField):
+    """A skill's status: draft, approved or retired."""
+
+    def __init__(self, **kwargs):
+        super().__init__(choices=Skill.Status.choices, **kwargs)
+
+
+def _parsed(source: str):
+    """The parsed SKILL.md, or a 400 on `source` carrying the parser's own message."""
+    try:
+        return parse_skill_md(source)
+    except SkillFormatError as exc:
+        raise serializers.ValidationError({"source": [str(exc)]}) from None
+
+
+def _import(*, source: str, status_: str | None, user) -> Skill:
+    try:
+        skill, _ = skill_import_report(text=source, user=user, status=status_)
+    except SkillFormatError as exc:
+        raise serializers.ValidationError({"source": [str(exc)]}) from None
+    return skill
+
+
+class SkillOutputSerializer(serializers.ModelSerializer):
+    status = SkillStatusField(read_only=True)
+    tags = serializers.ListField(child=serializers.CharField())
+    allowed_tools = serializers.ListField(child=serializers.CharField())
+
+    class Meta:
+        model = Skill
+        ref_name = "Skill"
+        fields = ["name", "description", "version", "status", "tags", "allowed_tools", "sha256", "updated_at"]
+
+
+class SkillDetailOutputSerializer(SkillOutputSerializer):
+    updated_by = serializers.SlugRelatedField(read_only=True, slug_field="username", allow_null=True)
+
+    class Meta(SkillOutputSerializer.Meta):
+        ref_name = "SkillDetail"
+        fields = SkillOutputSerializer.Meta.fields + ["body", "source", "updated_by", "created_at"]
+
+
+class SkillFilter(django_filters.FilterSet):
+    status = django_filters.ChoiceFilter(choices=Skill.Status.choices)
+    tag = django_filters.CharFilter(method="filter_tag", label="Skills carrying this tag (case-insensitive).")
+
+    class Meta:
+        model = Skill
+        fields = ["status", "tag"]
+
+    def filter_tag(self, queryset, name, value):
+        # JSON containment is not portable to SQLite, and the skill library is small: match in Python.
+        wanted = value.casefold()
+        ids = [pk for pk, tags in queryset.values_list("pk", "tags") if any(str(t).casefold() == wanted for t in tags)]
+        return queryset.filter(pk__in=ids)
+
+
+@extend_schema_view(get=extend_schema(operation_id="skills_list", summary="List skills"))
+class SkillListCreateApi(ListAPIView):
+    permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
+    serializer_class = SkillOutputSerializer
+    filterset_class = SkillFilter
+    queryset = Skill.objects.all()
+
+    class InputSerializer(StrictFieldsMixin, serializers.Serializer):
+        read_only_names = DERIVED
+        source = serializers.CharField(trim_whitespace=False, help_text="The SKILL.md text.")
+        status = SkillStatusField(required=False)
+
+        class Meta:
+            ref_name = "SkillCreateInput"
+
+    @extend_schema(
+        operation_id="skills_create", summary="Import a skill from its SKILL.md text",
+        request=InputSerializer, responses={201: SkillDetailOutputSerializer, **errors(400, 403, 409)},
+    )
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        name = _parsed(data["source"]).name
+        if Skill.objects.filter(name=name).exists():
+            raise Conflict(f"a skill named {name!r} already exists; PATCH skills/{name}/ to change it",
+                           details={"name": name})
+        skill = _import(source=data["source"], status_=data.get("status"), user=request.user)
+        return Response(SkillDetailOutputSerializer(skill).data, status=status.HTTP_201_CREATED)
+
+
+class SkillDetailApi(GenericAPIView):
+    permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
+    serializer_class = SkillDetailOutputSerializer
+    queryset = Skill.objects.select_related("updated_by")
+    lookup_field = lookup_url_kwarg = "name"
+
+    class InputSerializer(StrictFieldsMixin, serializers.Serializer):
+        read_only_names = DERIVED
+        source = serializers.CharField(trim_whitespace=False, required=False,
+                                       help_text="The new SKILL.md text; its name must be the skill's.")
+        status = SkillStatusField(required=False)
+
+        class Meta:
+            ref_name = "SkillUpdateInput"
+
+    @extend_schema(operation_id="skills_retrieve", summary="Read a skill", responses={200: SkillDetailOutputSerializer, **errors(403, 404)})
+    def get(self, request, name):
+        return Response(SkillDetailOutputSerializer(self.get_object()).data)
+
+    @extend_schema(
+        operation_id="skills_partial_update", summary="Replace a skill's SKILL.md and/or change its status",
+        request=InputSerializer, responses={200: SkillDetailOutputSerializer, **errors(400, 403, 404)},
+    )
+    def patch(self, request, name):
+        skill = self.get_object()
+        serializer = self.InputSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        source = data.get("source", skill.source)
+        if "source" in data and _parsed(source).name != skill.name:
+            raise serializers.ValidationError(
+                {"source": [f"the SKILL.md names {_parsed(source).name!r}, not {skill.name!r}; a skill cannot be renamed"]}
+            )
+        skill = _import(source=source, status_=data.get("status"), user=request.user)
+        return Response(SkillDetailOutputSerializer(skill).data)
+
+    @extend_schema(operation_id="skills_retire", summary="Retire a skill", responses={204: None, **errors(403, 404)})
+    def delete(self, request, name):
+        """Retires the skill rather than deleting it: status becomes "retired", so runs stop using it
+        while the row (and the versions receipts name) stays readable. PATCH the status to bring it back."""
+        skill = self.get_object()
+        _import(source=skill.source, status_=Skill.Status.RETIRED, user=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,140 @@
+"""Model profiles over the API: no secret ever goes in or comes out; fallbacks stay a DAG."""
+
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from agents.models import ModelProfile
+
+pytestmark = pytest.mark.django_db
+
+LOCAL = {
+    "name": "local-llama", "backend": "scripted", "base_url": "http://127.0.0.1:8080/v1", "model": "llama-3-8b",
+    "api_key_env": "LOCAL_LLAMA_KEY", "connect_timeout": 2, "read_timeout": 30, "max_retries": 1,
+}
+
+
+@pytest.fixture
+def admin(demo):
+    client = APIClient()
+    client.force_authenticate(get_user_model().objects.get(username="admin"))
+    return client
+
+
+def error(response) -> dict:
+    return response.json()["error"]
+
+
+def create(client, **values):
+    return client.post("/api/v1/model-profiles/", LOCAL | values, format="json")
+
+
+def test_it_creates_and_reads_a_profile_without_any_key_field(admin, operator):
+    response = create(admin)
+    assert response.status_code == 201, response.content
+    for body in (response.json(), operator.get("/api/v1/model-profiles/local-llama/").json(),
+                 operator.get("/api/v1/model-profiles/").json()["results"][0]):
+        assert set(body) == {"name", "backend", "base_url", "model", "api_key_env", "connect_timeout",
+                             "read_timeout", "max_retries", "fallbacks"}
+    assert response.json()["api_key_env"] == "LOCAL_LLAMA_KEY"
+
+
+@pytest.mark.parametrize("field", ["api_key", "key", "secret", "password", "id"])
+def test_it_refuses_a_secret_or_any_undeclared_field_and_stores_nothing(admin, field):
+    response = create(admin, **{field: "sk-live-0123456789"})
+    assert response.status_code == 400
+    assert list(error(response)["details"]) == [field]
+    assert "sk-live" not in json.dumps(response.json())
+    assert not ModelProfile.objects.filter(name="local-llama").exists()
+    patched = admin.patch("/api/v1/model-profiles/scripted/", {field: "sk-live-0123456789"}, format="json")
+    assert patched.status_code == 400
+    assert "sk-live" not in json.dumps(ModelProfile.objects.get(name="scripted").spec())
+
+
+def test_a_profile_name_is_fixed_once_created(admin):
+    response = admin.patch("/api/v1/model-profiles/scripted/", {"name": "renamed"}, format="json")
+    assert response.status_code == 400
+    assert list(error(response)["details"]) == ["name"]
+
+
+@pytest.mark.parametrize("field, value", [
+    ("api_key_env", "sk-live-0123"),
+    ("api_key_env", "lower_case"),
+    ("api_key_env", "1STARTS_WITH_DIGIT"),
+    ("connect_timeout", 0),
+    ("read_timeout", -1),
+    ("read_timeout", 601),
+    ("base_url", "ftp://models.example.com/"),
+    ("base_url", "file:///etc/passwd"),
+    ("base_url", "not a url"),
+    ("max_retries", -1),
+    ("backend", "no.such.Backend"),
+    ("backend", "os.path"),
+])
+def test_it_validates_fields(admin, field, value):
+    response = create(admin, **{field: value})
+    assert response.status_code == 400, response.content
+    assert field in error(response)["details"]
+
+
+def test_the_limits_are_inclusive_at_600_seconds_and_an_empty_key_variable_is_allowed(admin):
+    response = create(admin, read_timeout=600, api_key_env="", base_url="")
+    assert response.status_code == 201, response.content
+
+
+def test_fallbacks_must_name_existing_profiles(admin):
+    response = create(admin, fallbacks=["scripted", "ghost"])
+    assert response.status_code == 400
+    assert "ghost" in str(error(response)["details"]["fallbacks"])
+    assert create(admin, fallbacks=["scripted"]).status_code == 201
+    assert admin.get("/api/v1/model-profiles/local-llama/").json()["fallbacks"] == ["scripted"]
+
+
+def test_a_profile_may_not_fall_back_to_itself(admin):
+    assert create(admin, fallbacks=["local-llama"]).status_code == 400
+    create(admin)
+    response = admin.patch("/api/v1/model-profiles/local-llama/", {"fallbacks": ["local-llama"]}, format="json")
+    assert response.status_code == 400
+    assert "fallbacks" in error(response)["details"]
+
+
+def test_fallbacks_may_not_form_a_cycle(admin):
+    assert create(admin, fallbacks=["scripted"]).status_code == 201
+    assert create(admin, name="third", fallbacks=["local-llama"]).status_code == 201
+    response = admin.patch("/api/v1/model-profiles/scripted/", {"fallbacks": ["third"]}, format="json")
+    assert response.status_code == 400
+    assert "cycle" in str(error(response)["details"]["fallbacks"])
+    assert ModelProfile.objects.get(name="scripted").fallbacks == []
+
+
+def test_patch_changes_only_what_it_names(admin):
+    create(admin)
+    response = admin.patch("/api/v1/model-profiles/local-llama/", {"read_timeout": 90}, format="json")
+    assert response.status_code == 200
+    assert response.json()["read_timeout"] == 90 and response.json()["model"] == "llama-3-8b"
+
+
+def test_a_duplicate_name_is_refused(admin):
+    response = create(admin, name="scripted")
+    assert response.status_code == 400
+    assert "name" in error(response)["details"]
+
+
+def test_only_governance_admins_write(operator, compliance):
+    for client in (operator, compliance):
+        assert create(client).status_code == 403
+        assert client.patch("/api/v1/model-profiles/scripted/", {"model": "x"}, format="json").status_code == 403
+        assert client.get("/api/v1/model-profiles/scripted/").status_code == 200
+    assert ModelProfile.objects.get(name="scripted").model == "scripted-1"
+
+
+def test_someone_without_a_role_reads_nothing(outsider):
+    assert outsider.get("/api/v1/model-profiles/").status_code == 403
+    assert outsider.get("/api/v1/model-profiles/scripted/").status_code == 403
+
+
+def test_an_unknown_profile_is_404(admin):
+    assert admin.get("/api/v1/model-profiles/ghost/").status_code == 404
+    assert admin.patch("/api/v1/model-profiles/ghost/", {"model": "x"}, format="json").status_code == 404

@@ -1,0 +1,327 @@
+"""The policy API: CRUD through the services (history written), strict input, roles, the dry run."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from agents.models import Agent, ModelProfile
+from governance.models import Policy, PolicyVersion
+from runs.models import Run
+
+pytestmark = pytest.mark.django_db
+
+GUARD = {
+    "name": "no-drops", "type": "intent_guard", "priority": 20,
+    "keywords": ["drop", "truncate"], "response": "I can't change the schema.",
+}
+
+
+@pytest.fixture
+def admin(demo):
+    client = APIClient()
+    client.force_authenticate(get_user_model().objects.get(username="admin"))
+    return client
+
+
+def policy_id(name: str) -> int:
+    return Policy.objects.get(name=name).pk
+
+
+def names(response) -> list[str]:
+    return [p["name"] for p in response.json()["results"]]
+
+
+# --- reads ------------------------------------------------------------------------------
+
+
+def test_anyone_with_a_role_lists_the_policies_paginated(operator):
+    response = operator.get("/api/v1/policies/")
+    assert response.status_code == 200
+    body = response.json()
+    assert set(body) == {"count", "next", "previous", "results"}
+    assert body["count"] == 5
+    guard = next(p for p in body["results"] if p["name"] == "no-compensation-questions")
+    assert guard["type"] == "intent_guard"
+    assert guard["keywords"] == ["salary", "salaries", "compensation", "payroll"]
+    assert guard["version"] == 1 and guard["agents"] == [] and guard["approver_role"] is None
+
+
+def test_the_list_filters_by_type_enabled_and_agent(admin, demo):
+    assert names(admin.get("/api/v1/policies/?type=tool_approval")) == ["side-effects-need-secops"]
+    assert names(admin.get("/api/v1/policies/?enabled=false")) == ["executive-summary"]
+    other = Agent.objects.create(slug="other", name="Other", instructions="x", model_profile=ModelProfile.objects.first())
+    admin.post("/api/v1/policies/", {**GUARD, "agents": ["other"]}, format="json")
+    for_crm = names(admin.get("/api/v1/policies/?agent=crm-assistant"))
+    for_other = names(admin.get("/api/v1/policies/?agent=other"))
+    assert "no-drops" not in for_crm and len(for_crm) == 5
+    assert "no-drops" in for_other and len(for_other) == 6
+    assert other.policies.count() == 1
+
+
+def test_an_unknown_filter_value_is_a_400(admin):
+    response = admin.get("/api/v1/policies/?type=bogus")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid"
+
+
+def test_it_reads_one_policy(compliance):
+    response = compliance.get(f"/api/v1/policies/{policy_id('side-effects-need-secops')}/")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["approver_role"] == "secops"
+    assert body["target_tools"] == ["send_email", "delete_account"]
+    assert body["approval_ttl_seconds"] == 72 * 3600
+
+
+def test_someone_without_a_role_reads_nothing(outsider, demo):
+    for path in ("/api/v1/policies/", f"/api/v1/policies/{policy_id('churn-risk-playbook')}/",
+                 f"/api/v1/policies/{policy_id('churn-risk-playbook')}/history/"):
+        response = outsider.get(path)
+        assert response.status_code == 403
+        assert response.json()["error"]["code"] == "permission_denied"
+
+
+def test_an_anonymous_client_is_refused(demo):
+    assert APIClient().get("/api/v1/policies/").status_code in (401, 403)
+
+
+@pytest.mark.parametrize("path", ["/api/v1/policies/999999/", "/api/v1/policies/999999/history/"])
+def test_an_unknown_policy_is_a_404(admin, path):
+    response = admin.get(path)
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+
+
+def test_patching_or_deleting_an_unknown_policy_is_a_404(admin):
+    assert admin.patch("/api/v1/policies/999999/", {"priority": 1}, format="json").status_code == 404
+    assert admin.delete("/api/v1/policies/999999/").status_code == 404
+
+
+# --- writes -----------------------------------------------------------------------------
+
+
+def test_an_admin_creates_a_policy_at_version_one_with_history(admin):
+    response = admin.post("/api/v1/policies/", {**GUARD, "agents": ["crm-assistant"]}, format="json")
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert (body["name"], body["version"], body["agents"], body["priority"]) == ("no-drops", 1, ["crm-assistant"], 20)
+    [row] = PolicyVersion.objects.filter(policy_id=body["id"])
+    assert (row.action, row.version, row.changed_by.username, row.old_values) == ("create", 1, "admin", None)
+    assert row.new_values["keywords"] == ["drop", "truncate"]
+
+
+def test_a_tool_approval_names_its_approver_role(admin):
+    response = admin.post("/api/v1/policies/", {
+        "name": "calc-review", "type": "tool_approval", "target_tools": ["calculator"], "approver_role": "compliance",
+    }, format="json")
+    assert response.status_code == 201
+    assert response.json()["approver_role"] == "compliance"
+
+
+def test_patching_writes_history_with_old_and_new_values_and_who(admin):
+    pk = policy_id("churn-risk-playbook")
+    response = admin.patch(f"/api/v1/policies/{pk}/", {"priority": 5, "keywords": ["churn"]}, format="json")
+    assert response.status_code == 200, response.json()
+    assert (response.json()["version"], response.json()["priority"]) == (2, 5)
+    row = PolicyVersion.objects.filter(policy_id=pk).order_by("-version").first()
+    assert (row.action, row.version, row.changed_by.username) == ("update", 2, "admin")
+    assert (row.old_values["priority"], row.new_values["priority"]) == (50, 5)
+    assert (row.old_values["keywords"], row.new_values["keywords"]) == (["churn", "churning", "at risk"], ["churn"])
+
+    history = admin.get(f"/api/v1/policies/{pk}/history/").json()
+    assert history["count"] == 2
+    latest, first = history["results"]
+    assert (latest["version"], latest["action"], latest["changed_by"]) == (2, "update", "admin")
+    assert latest["old_values"]["priority"] == 50 and latest["new_values"]["priority"] == 5
+    assert (first["version"], first["action"], first["old_values"]) == (1, "create", None)
+    assert {"id", "policy_name", "changed_at"} <= set(latest)
+
+
+def test_a_patch_that_changes_nothing_writes_no_history(admin):
+    pk = policy_id("churn-risk-playbook")
+    response = admin.patch(f"/api/v1/policies/{pk}/", {"priority": 50}, format="json")
+    assert response.status_code == 200 and response.json()["version"] == 1
+    assert PolicyVersion.objects.filter(policy_id=pk).count() == 1
+
+
+def test_an_admin_deletes_a_policy_and_its_history_stays(admin):
+    pk = policy_id("email-etiquette")
+    response = admin.delete(f"/api/v1/policies/{pk}/")
+    assert response.status_code == 204
+    assert not Policy.objects.filter(pk=pk).exists()
+    row = PolicyVersion.objects.filter(policy_name="email-etiquette", action="delete").get()
+    assert (row.version, row.changed_by.username, row.new_values) == (2, "admin", None)
+    assert row.old_values["content"].startswith("Write in a friendly")
+
+
+@pytest.mark.parametrize("persona", ["operator", "approver", "compliance"])
+def test_only_governance_admins_write(persona, request):
+    client = request.getfixturevalue(persona)
+    pk = policy_id("churn-risk-playbook")
+    attempts = [
+        client.post("/api/v1/policies/", GUARD, format="json"),
+        client.patch(f"/api/v1/policies/{pk}/", {"priority": 1}, format="json"),
+        client.delete(f"/api/v1/policies/{pk}/"),
+        client.post("/api/v1/policies/evaluate/", {"input": "hello"}, format="json"),
+    ]
+    for response in attempts:
+        assert response.status_code == 403
+        assert response.json()["error"]["code"] == "permission_denied"
+    assert Policy.objects.get(pk=pk).version == 1
+    assert not Policy.objects.filter(name="no-drops").exists()
+
+
+@pytest.mark.parametrize("values, field", [
+    ({**GUARD, "regex": "(unclosed"}, "non_field_errors"),
+    ({**GUARD, "type": "firewall"}, "type"),
+    ({**GUARD, "match_mode": "most"}, "match_mode"),
+    ({"name": "x", "type": "tool_approval", "target_tools": ["send_email"], "approver_role": "nobody"}, "approver_role"),
+    ({**GUARD, "agents": ["no-such-agent"]}, "agents"),
+    ({**GUARD, "keywords": "drop"}, "keywords"),
+    ({"name": "x", "type": "playbook", "keywords": ["a"]}, "non_field_errors"),
+])
+def test_invalid_policies_are_refused_with_details_and_write_nothing(admin, values, field):
+    before = PolicyVersion.objects.count()
+    response = admin.post("/api/v1/policies/", values, format="json")
+    assert response.status_code == 400, response.json()
+    error = response.json()["error"]
+    assert error["code"] == "invalid"
+    assert field in error["details"]
+    assert PolicyVersion.objects.count() == before
+
+
+def test_a_bad_regex_says_what_is_wrong(admin):
+    response = admin.post("/api/v1/policies/", {**GUARD, "regex": "(unclosed"}, format="json")
+    assert "invalid regex" in response.json()["error"]["details"]["non_field_errors"][0]
+
+
+def test_a_patch_with_an_invalid_value_changes_nothing(admin):
+    pk = policy_id("no-compensation-questions")
+    response = admin.patch(f"/api/v1/policies/{pk}/", {"regex": "[a-"}, format="json")
+    assert response.status_code == 400
+    assert Policy.objects.get(pk=pk).version == 1 and Policy.objects.get(pk=pk).regex == ""
+
+
+def test_an_unknown_approver_role_on_patch_is_a_400(admin):
+    pk = policy_id("side-effects-need-secops")
+    response = admin.patch(f"/api/v1/policies/{pk}/", {"approver_role": "ghosts"}, format="json")
+    assert response.status_code == 400
+    assert "approver_role" in response.json()["error"]["details"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"version": 7}, "This field is read-only."),
+    ({"id": 1}, "This field is read-only."),
+    ({"history": []}, "This field is read-only."),
+    ({"owner": "me"}, "Unknown field."),
+])
+def test_it_refuses_read_only_and_unknown_fields_instead_of_ignoring_them(admin, extra, message):
+    response = admin.post("/api/v1/policies/", {**GUARD, **extra}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["details"] == {next(iter(extra)): [message]}
+    pk = policy_id("churn-risk-playbook")
+    response = admin.patch(f"/api/v1/policies/{pk}/", {"priority": 1, **extra}, format="json")
+    assert response.status_code == 400
+    assert Policy.objects.get(pk=pk).version == 1
+
+
+def test_a_duplicate_name_is_a_conflict(admin):
+    response = admin.post("/api/v1/policies/", {**GUARD, "name": "churn-risk-playbook"}, format="json")
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "conflict"
+    response = admin.patch(f"/api/v1/policies/{policy_id('email-etiquette')}/", {"name": "churn-risk-playbook"}, format="json")
+    assert response.status_code == 409
+
+
+# --- the dry run ------------------------------------------------------------------------
+
+
+def evaluate(client, **body):
+    return client.post("/api/v1/policies/evaluate/", body, format="json")
+
+
+def tool(result: dict, name: str) -> dict:
+    return next(t for t in result["tools"] if t["name"] == name)
+
+
+def test_a_salary_question_is_blocked_by_the_intent_guard(admin):
+    response = evaluate(admin, agent="crm-assistant", input="What is Dana Whitfield's salary?")
+    assert response.status_code == 200, response.json()
+    result = response.json()
+    assert result["blocked"] is True
+    guard = result["intent_guard"]
+    assert (guard["policy"], guard["version"], guard["matched"]) == ("no-compensation-questions", 1, ["salary"])
+    assert guard["response"].startswith("I can't help with salary")
+    assert result["agent"] == {"slug": "crm-assistant", "version": 1}
+
+
+def test_deleting_an_account_shows_the_tool_and_needs_secops(admin):
+    result = evaluate(admin, agent="crm-assistant", input="Delete the account Initech.", role="operators").json()
+    assert result["blocked"] is False and result["intent_guard"] is None
+    assert result["role"] == "operators"
+    delete = tool(result, "delete_account")
+    assert delete["needs_approval"] is True and delete["side_effect"] is True
+    assert delete["approval"]["approver_role"] == "secops"
+    assert delete["approval"]["policy"] == "side-effects-need-secops"
+    assert delete["approval"]["matched"] == ["delete_account"]
+    assert tool(result, "list_accounts")["needs_approval"] is False
+    email = tool(result, "send_email")
+    assert [g["policy"] for g in email["guides"]] == ["email-etiquette"]
+    assert "Customer Success" in email["guides"][0]["content"]
+    assert len(result["tools"]) == 9
+
+
+def test_a_role_without_grants_is_shown_no_tools(admin):
+    result = evaluate(admin, agent="crm-assistant", input="Delete the account Initech.", role="compliance").json()
+    assert result["tools"] == []
+
+
+def test_a_churn_question_fires_the_churn_playbook(admin):
+    result = evaluate(admin, agent="crm-assistant", input="Which accounts are most at risk of churning?",
+                      role="operators").json()
+    assert result["blocked"] is False
+    [playbook] = result["playbooks"]
+    assert playbook["policy"] == "churn-risk-playbook"
+    assert set(playbook["matched"]) == {"churning", "at risk"}
+    assert "`list_accounts`" in playbook["content"]
+    assert result["output_formatter"] is None  # the executive summary is disabled
+
+
+def test_an_enabled_output_formatter_is_reported(admin):
+    admin.patch(f"/api/v1/policies/{policy_id('executive-summary')}/", {"enabled": True}, format="json")
+    result = evaluate(admin, agent="crm-assistant", input="List all accounts.").json()
+    assert result["output_formatter"]["policy"] == "executive-summary"
+    assert result["output_formatter"]["version"] == 2
+
+
+def test_without_an_agent_or_role_it_still_answers(admin):
+    result = evaluate(admin, input="What is Dana Whitfield's salary?").json()
+    assert result["agent"] is None and result["role"] is None
+    assert result["intent_guard"]["policy"] == "no-compensation-questions"
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"agent": "nope", "input": "hi"}, "agent"),
+    ({"agent": "crm-assistant", "input": "hi", "role": "ghosts"}, "role"),
+    ({"agent": "crm-assistant"}, "input"),
+    ({"input": "hi", "dry": True}, "dry"),
+])
+def test_evaluate_refuses_unknown_agents_roles_and_fields(admin, body, field):
+    response = admin.post("/api/v1/policies/evaluate/", body, format="json")
+    assert response.status_code == 400
+    assert field in response.json()["error"]["details"]
+
+
+def test_a_broken_policy_is_a_422_naming_it(admin):
+    Policy.objects.filter(name="churn-risk-playbook").update(regex="(unclosed")  # bypasses the services' checks
+    response = evaluate(admin, agent="crm-assistant", input="List all accounts.")
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "policy_error"
+    assert error["details"]["policy"] == "churn-risk-playbook"
+    assert "churn-risk-playbook" in error["message"]
+
+
+def test_the_dry_run_starts_nothing(admin):
+    evaluate(admin, agent="crm-assistant", input="Delete the account Initech.", role="operators")
+    assert Run.objects.count() == 0

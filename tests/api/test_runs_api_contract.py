@@ -1,0 +1,157 @@
+"""The run, approval and receipt endpoints as an integrator meets them: keys, filters, limits, export."""
+
+import csv
+import io
+import json
+
+import pytest
+from django.core.cache import cache
+from django.test import override_settings
+
+from runs.models import ApprovalRequest, IdempotencyRecord, Run
+from tests.runs.helpers import start
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle_counts():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def _parked(operator) -> dict:
+    return start(operator, "Delete the account Initech.")
+
+
+def test_an_approval_decision_replays_under_the_same_key(operator, approver):
+    approval_id = _parked(operator)["pending_approval"]["id"]
+    url = f"/api/v1/approvals/{approval_id}/approve/"
+    first = approver.post(url, {"reason": "ok"}, format="json", HTTP_IDEMPOTENCY_KEY="decide-1")
+    again = approver.post(url, {"reason": "ok"}, format="json", HTTP_IDEMPOTENCY_KEY="decide-1")
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert again.headers["Idempotent-Replayed"] == "true" and again.json() == first.json()
+    different = approver.post(url, {"reason": "changed my mind"}, format="json", HTTP_IDEMPOTENCY_KEY="decide-1")
+    assert different.status_code == 422 and different.json()["error"]["code"] == "unprocessable"
+    # Without a key a second decision is the plain conflict it always was.
+    assert approver.post(url, {}, format="json").status_code == 409
+
+
+def test_a_request_whose_twin_is_in_flight_is_a_409(operator, approver):
+    from django.contrib.auth.models import User
+
+    approval_id = _parked(operator)["pending_approval"]["id"]
+    url = f"/api/v1/approvals/{approval_id}/approve/"
+    # The twin got as far as recording its key; it has not answered yet.
+    import hashlib
+
+    body = json.dumps(["POST", url, {"reason": ""}], sort_keys=True, default=str)
+    IdempotencyRecord.objects.create(user=User.objects.get(username="approver"), key="twin",
+                                     request_sha256=hashlib.sha256(body.encode()).hexdigest())
+    response = approver.post(url, {"reason": ""}, format="json", HTTP_IDEMPOTENCY_KEY="twin")
+    assert response.status_code == 409 and "still being processed" in response.json()["error"]["message"]
+    assert ApprovalRequest.objects.get(id=approval_id).status == "pending"
+
+
+def test_an_overlong_idempotency_key_is_refused(operator):
+    response = operator.post("/api/v1/runs/", {"agent": "crm-assistant", "input": "List all accounts."},
+                             format="json", HTTP_IDEMPOTENCY_KEY="k" * 129)
+    assert response.status_code == 422 and Run.objects.count() == 0
+
+
+def test_runs_filter_by_status_agent_caller_and_date(operator, compliance, second_operator):
+    start(operator, "List all accounts.")
+    parked = start(operator, "Delete the account Initech.")
+    start(second_operator, "List all accounts.")
+    listing = compliance.get("/api/v1/runs/?status=awaiting_approval").json()
+    assert [r["id"] for r in listing["results"]] == [parked["id"]]
+    assert compliance.get("/api/v1/runs/?caller=operator2").json()["count"] == 1
+    assert compliance.get("/api/v1/runs/?agent=crm-assistant").json()["count"] == 3
+    assert compliance.get("/api/v1/runs/?agent=nobody").json()["count"] == 0
+    assert compliance.get("/api/v1/runs/?created_after=2000-01-01T00:00:00Z").json()["count"] == 3
+    assert compliance.get("/api/v1/runs/?created_before=2000-01-01T00:00:00Z").json()["count"] == 0
+    assert compliance.get("/api/v1/runs/?status=not-a-status").status_code == 400
+    assert operator.get("/api/v1/runs/?limit=1").json()["next"] is not None
+
+
+def test_approvals_filter_by_status_and_role(operator, approver, compliance):
+    _parked(operator)
+    assert approver.get("/api/v1/approvals/?status=pending&role=secops").json()["count"] == 1
+    assert approver.get("/api/v1/approvals/?status=approved").json()["count"] == 0
+    assert compliance.get("/api/v1/approvals/?role=operators").json()["count"] == 0
+
+
+def test_receipts_export_as_json_lines_and_csv(operator, compliance):
+    start(operator, "List all accounts.")
+    start(operator, "What is Dana Whitfield's salary?")
+    jsonl = compliance.get("/api/v1/receipts/export/?format=jsonl")
+    assert jsonl.status_code == 200 and jsonl["Content-Type"].startswith("application/x-ndjson")
+    lines = [json.loads(line) for line in jsonl.content.decode().splitlines()]
+    assert [line["seq"] for line in lines] == [1, 2] and lines[1]["prev_hash"] == lines[0]["hash"]
+    assert lines[1]["body"]["status"] == "blocked"
+    blocked_only = compliance.get("/api/v1/receipts/export/?format=jsonl&status=blocked").content.decode()
+    assert len(blocked_only.splitlines()) == 1
+    rows = list(csv.reader(io.StringIO(compliance.get("/api/v1/receipts/export/?format=csv").content.decode())))
+    assert rows[0][:3] == ["seq", "id", "run_id"] and len(rows) == 3
+
+
+def test_csv_export_neutralises_spreadsheet_formulas(operator, compliance):
+    from django.contrib.auth.models import Group, User
+    from rest_framework.test import APIClient
+
+    sly = User.objects.create_user("=HYPERLINK(1)")
+    sly.groups.add(Group.objects.get(name="operators"))
+    client = APIClient()
+    client.force_authenticate(sly)
+    start(client, "List all accounts.")
+    text = compliance.get("/api/v1/receipts/export/?format=csv").content.decode()
+    row = list(csv.reader(io.StringIO(text)))[1]
+    assert row[6] == "'=HYPERLINK(1)"
+
+
+def test_an_operator_exports_only_their_own_receipts(operator, second_operator):
+    start(operator, "List all accounts.")
+    start(second_operator, "List all accounts.")
+    assert len(second_operator.get("/api/v1/receipts/export/?format=jsonl").content.decode().splitlines()) == 1
+
+
+def test_run_creation_is_throttled_with_the_error_body(operator):
+    from rest_framework.settings import api_settings
+
+    rates = {**api_settings.DEFAULT_THROTTLE_RATES, "run_create": "2/min"}
+    with override_settings(REST_FRAMEWORK={**_rest(), "DEFAULT_THROTTLE_RATES": rates}):
+        codes = [operator.post("/api/v1/runs/", {"agent": "crm-assistant", "input": "List all accounts."},
+                               format="json").status_code for _ in range(3)]
+        assert codes == [201, 201, 429]
+        response = operator.post("/api/v1/runs/", {"agent": "crm-assistant", "input": "x"}, format="json")
+        assert response.json()["error"]["code"] == "throttled" and "Retry-After" in response.headers
+        assert operator.get("/api/v1/runs/").status_code == 200  # reading is not throttled
+    assert Run.objects.count() == 2
+
+
+def _rest() -> dict:
+    from django.conf import settings
+
+    return settings.REST_FRAMEWORK
+
+
+def test_an_oversized_body_is_refused_with_the_error_body(operator):
+    with override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1000):
+        response = operator.post("/api/v1/runs/", {"agent": "crm-assistant", "input": "x" * 5000}, format="json")
+    assert response.status_code == 413, response.content
+    assert response.json()["error"]["code"] == "request_too_large"
+    assert Run.objects.count() == 0
+
+
+def test_routing_errors_carry_the_error_body(operator):
+    assert operator.get("/api/v1/nothing-here/").json()["error"]["code"] == "not_found"
+    response = operator.delete("/api/v1/runs/")
+    assert response.status_code == 405 and response.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_the_schema_and_its_viewer_are_served_without_a_cdn(operator):
+    schema = operator.get("/api/v1/schema/?format=json")
+    assert schema.status_code == 200 and schema.json()["openapi"].startswith("3.")
+    docs = operator.get("/api/v1/docs/").content.decode()
+    assert "swagger-ui" in docs and "cdn" not in docs.lower() and "https://" not in docs
