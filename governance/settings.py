@@ -130,6 +130,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Governed agent runs: start runs, decide approvals, read and verify receipts, manage policies.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SWAGGER_UI_DIST": "SIDECAR",  # assets served from this server, never a CDN
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
