@@ -50,7 +50,16 @@ def error_body(code: str, message: str, details: dict | None = None) -> dict:
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
 
+def _contention(exc: Exception) -> bool:
+    """A deadlock or serialization failure: the database is up, the transaction lost a race."""
+    # SQLSTATE 40001 serialization_failure, 40P01 deadlock_detected.
+    return getattr(exc.__cause__, "sqlstate", None) in ("40001", "40P01")
+
+
 def exception_handler(exc, context):
+    if isinstance(exc, OperationalError) and _contention(exc):
+        return Response(error_body("database_busy", "The request collided with another; retry it."),
+                        status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "1"})
     if isinstance(exc, (OperationalError, InterfaceError)):
         # The database is unreachable: a temporary condition the client may retry, not a bug.
         logger.error("database unavailable: %s", exc)

@@ -1,11 +1,9 @@
 """The run API: start, read, trace, cancel; approvals; receipts. Thin views over services."""
 
-import json
-
 import django_filters
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView, ListAPIView
 from rest_framework.permissions import IsAuthenticated
@@ -14,8 +12,7 @@ from rest_framework.response import Response
 from governance.permissions import CanStartRuns
 from runs import selectors, services
 from runs.idempotency import idempotent
-from runs.models import ApprovalRequest, Receipt, Run, RunEvent
-from runs.receipts import receipt_verify
+from runs.models import ApprovalRequest, Run, RunEvent
 from runs.throttles import PostThrottle
 
 

@@ -134,6 +134,7 @@ def _publish(run_id: str) -> None:
 
 
 def _event(run: Run, kind: str, data: dict, *, step: int | None = None) -> RunEvent:
+    """Append to the run's trace. Callers hold the run's row lock (every writer of a run takes it)."""
     last = RunEvent.objects.filter(run=run).order_by("-seq").values_list("seq", flat=True).first() or 0
     return RunEvent.objects.create(run=run, seq=last + 1, step=run.step if step is None else step, kind=kind, data=data)
 
@@ -146,10 +147,16 @@ def _claim(run_id, worker: str) -> bool:
     now = timezone.now()
     lease = now + timedelta(seconds=settings.WARRANT["LEASE_SECONDS"])
     claimable = Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
-    changed = Run.objects.filter(claimable, id=run_id).update(
-        status=RunStatus.RUNNING, status_changed_at=now, lease_owner=worker, lease_expires_at=lease,
-        deliveries=F("deliveries") + 1,
-    )
+    with transaction.atomic():
+        changed = Run.objects.filter(claimable, id=run_id).update(
+            status=RunStatus.RUNNING, status_changed_at=now, lease_owner=worker, lease_expires_at=lease,
+            deliveries=F("deliveries") + 1,
+        )
+        if changed == 1:
+            # Written under the row lock the UPDATE took: every event writer holds it, so the
+            # per-run sequence numbers cannot collide.
+            run = Run.objects.get(id=run_id)
+            _event(run, "claimed", {"worker": worker, "delivery": run.deliveries})
     return changed == 1
 
 
@@ -183,7 +190,6 @@ def run_advance(*, run_id: str, worker: str | None = None) -> None:
     if not _claim(run_id, worker):
         return  # parked, finished, or owned by a live worker: a duplicate delivery is a no-op
     run = Run.objects.select_related("caller").get(id=run_id)
-    _event(run, "claimed", {"worker": worker, "delivery": run.deliveries})
     if run.deliveries > settings.WARRANT["MAX_DELIVERIES"]:
         with transaction.atomic():
             _finish(run, harness.Finish(RunStatus.FAILED, error="internal",

@@ -4,6 +4,7 @@ Run by `make test` with DATABASE_URL pointing at PostgreSQL and CELERY_BROKER_UR
 suite's own Redis port (see the Makefile). Every scenario ends with check_invariants().
 """
 
+import itertools
 import json
 import os
 import time
@@ -24,7 +25,7 @@ from tests.services.invariants import REPORT, check_invariants  # noqa: F401  (r
 from tests.services.processes import CeleryProcess, RedisServer, wait_for
 
 SUITE_ENV = {
-    "WARRANT_LEASE_SECONDS": "3",
+    "WARRANT_LEASE_SECONDS": "5",  # longer than any step the scenarios hold open
     "WARRANT_QUEUED_GRACE_SECONDS": "3",
     "WARRANT_RECONCILE_SECONDS": "1",
     "WARRANT_MAX_DELIVERIES": "3",
@@ -55,6 +56,9 @@ def redis_server(logdir):
     server.kill()
 
 
+_SEQUENCE = itertools.count(1)  # process numbers unique across the session, so log files never collide
+
+
 class Cluster:
     """Start, kill and restart the worker side; the test process is the web side."""
 
@@ -63,24 +67,23 @@ class Cluster:
         self.env = {**os.environ, **SUITE_ENV, "DJANGO_DEBUG": "1", "DATABASE_URL": database_url,
                     "CELERY_BROKER_URL": redis_server.url, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         self.processes: list[CeleryProcess] = []
-        self.count = 0
 
     def worker(self, name: str | None = None) -> CeleryProcess:
-        self.count += 1
-        name = name or f"w{self.count}"
+        number = next(_SEQUENCE)
+        name = name or f"w{number}"
         process = CeleryProcess(
             ["worker", "-n", f"{name}@warrant-test", "-c", "1", "-P", "prefork", "-l", "info",
              "--without-gossip", "--without-mingle", "--without-heartbeat"],
-            self.env, self.logdir / f"{name}-{self.count}.log").start()
+            self.env, self.logdir / f"{name}-{number}.log").start()
         process.wait_ready()
         self.processes.append(process)
         return process
 
     def beat(self) -> CeleryProcess:
-        self.count += 1
-        schedule = self.logdir / f"beat-{self.count}.schedule"
+        number = next(_SEQUENCE)
+        schedule = self.logdir / f"beat-{number}.schedule"
         process = CeleryProcess(["beat", "-s", str(schedule), "-l", "info"], self.env,
-                                self.logdir / f"beat-{self.count}.log").start()
+                                self.logdir / f"beat-{number}.log").start()
         process.wait_ready()
         self.processes.append(process)
         return process
