@@ -95,7 +95,7 @@ def _check_json_schema(value):
     return value
 
 
-class AgentWriteSerializer(StrictSerializer):
+class _AgentFields(StrictSerializer):
     """The draft's writable fields; tools and model profile by name."""
 
     name = serializers.CharField(max_length=128)
@@ -110,18 +110,6 @@ class AgentWriteSerializer(StrictSerializer):
     max_tool_calls = serializers.IntegerField(min_value=1, required=False)
     max_tokens = serializers.IntegerField(min_value=1, required=False)
     deadline_seconds = serializers.IntegerField(min_value=1, required=False)
-
-    class Meta:
-        ref_name = "AgentWrite"
-
-
-class AgentCreateSerializer(AgentWriteSerializer):
-    """A new draft: the draft's fields plus its slug, fixed from then on."""
-
-    slug = serializers.SlugField(max_length=64)
-
-    class Meta:
-        ref_name = "AgentCreate"
 
 
 class AgentVersionOutputSerializer(serializers.ModelSerializer):
@@ -141,6 +129,14 @@ class AgentListCreateApi(_Paginated, GenericAPIView):
     serializer_class = AgentOutputSerializer
     queryset = Agent.objects.all()
 
+    class InputSerializer(_AgentFields):
+        """A new draft: the draft's fields plus its slug, fixed from then on."""
+
+        slug = serializers.SlugField(max_length=64)
+
+        class Meta:
+            ref_name = "AgentCreate"
+
     def get_queryset(self):
         return _agents()
 
@@ -155,11 +151,11 @@ class AgentListCreateApi(_Paginated, GenericAPIView):
     @extend_schema(
         operation_id="agents_create",
         description="Create a draft; nothing runs it until it is published.",
-        request=AgentCreateSerializer,
+        request=InputSerializer,
         responses={201: AgentOutputSerializer},
     )
     def post(self, request):
-        serializer = AgentCreateSerializer(data=request.data)
+        serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         agent = services.agent_create(values=serializer.validated_data)
         return Response(self.get_serializer(_agents().get(pk=agent.pk)).data, status=status.HTTP_201_CREATED)
@@ -171,6 +167,12 @@ class AgentDetailApi(GenericAPIView):
     serializer_class = AgentOutputSerializer
     queryset = Agent.objects.all()
     lookup_field = "slug"
+
+    class InputSerializer(_AgentFields):
+        """Changes to the draft; the slug is fixed."""
+
+        class Meta:
+            ref_name = "AgentUpdate"
 
     def get_queryset(self):
         return _agents()
@@ -186,12 +188,12 @@ class AgentDetailApi(GenericAPIView):
     @extend_schema(
         operation_id="agents_partial_update",
         description="Edit the draft; tools and model profile by name. Published versions never change.",
-        request=AgentWriteSerializer,
+        request=InputSerializer,
         responses=AgentOutputSerializer,
     )
     def patch(self, request, slug):
         agent = self.get_object()
-        serializer = AgentWriteSerializer(data=request.data, partial=True)
+        serializer = self.InputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         agent = services.agent_update(agent=agent, values=serializer.validated_data)
         return Response(self.get_serializer(_agents().get(pk=agent.pk)).data)
@@ -203,7 +205,7 @@ class AgentPublishApi(GenericAPIView):
     queryset = Agent.objects.all()
     lookup_field = "slug"
 
-    class PublishSerializer(StrictSerializer):
+    class InputSerializer(StrictSerializer):
         """Publishing takes no fields: the draft is what gets frozen."""
 
         class Meta:
@@ -217,7 +219,7 @@ class AgentPublishApi(GenericAPIView):
     )
     def post(self, request, slug):
         agent = self.get_object()
-        self.PublishSerializer(data=request.data).is_valid(raise_exception=True)
+        self.InputSerializer(data=request.data).is_valid(raise_exception=True)
         version, created = services.agent_publish(agent=agent, user=request.user)
         return Response(self.get_serializer(version).data,
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
@@ -285,7 +287,7 @@ class ModelProfileOutputSerializer(serializers.ModelSerializer):
 _SECRET_HINT = "Secrets are never stored or accepted: set api_key_env to the name of the environment variable."
 
 
-class ModelProfileWriteSerializer(StrictSerializer):
+class _ModelProfileFields(StrictSerializer):
     """A profile's writable fields. There is no key field: a body with one is refused."""
 
     hints = {"api_key": _SECRET_HINT, "key": _SECRET_HINT, "secret": _SECRET_HINT}
@@ -306,23 +308,19 @@ class ModelProfileWriteSerializer(StrictSerializer):
         help_text="Ordered names of existing profiles to try next; no self reference, no cycles.",
     )
 
-    class Meta:
-        ref_name = "ModelProfileWrite"
-
-
-class ModelProfileCreateSerializer(ModelProfileWriteSerializer):
-    """A new profile: its writable fields plus its name, fixed from then on."""
-
-    name = serializers.SlugField(max_length=64)
-
-    class Meta:
-        ref_name = "ModelProfileCreate"
-
 
 class ModelProfileListCreateApi(_Paginated, GenericAPIView):
     permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
     serializer_class = ModelProfileOutputSerializer
     queryset = ModelProfile.objects.all()
+
+    class InputSerializer(_ModelProfileFields):
+        """A new profile: its writable fields plus its name, fixed from then on."""
+
+        name = serializers.SlugField(max_length=64)
+
+        class Meta:
+            ref_name = "ModelProfileCreate"
 
     @extend_schema(
         operation_id="model_profiles_list",
@@ -335,11 +333,11 @@ class ModelProfileListCreateApi(_Paginated, GenericAPIView):
     @extend_schema(
         operation_id="model_profiles_create",
         description="Register a model profile.",
-        request=ModelProfileCreateSerializer,
+        request=InputSerializer,
         responses={201: ModelProfileOutputSerializer},
     )
     def post(self, request):
-        serializer = ModelProfileCreateSerializer(data=request.data)
+        serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         profile = services.model_profile_create(values=serializer.validated_data)
         return Response(self.get_serializer(profile).data, status=status.HTTP_201_CREATED)
@@ -350,6 +348,12 @@ class ModelProfileDetailApi(GenericAPIView):
     serializer_class = ModelProfileOutputSerializer
     queryset = ModelProfile.objects.all()
     lookup_field = "name"
+
+    class InputSerializer(_ModelProfileFields):
+        """Changes to a profile; the name is fixed (fallbacks and agent specs refer to it)."""
+
+        class Meta:
+            ref_name = "ModelProfileUpdate"
 
     @extend_schema(
         operation_id="model_profiles_retrieve",
@@ -362,12 +366,12 @@ class ModelProfileDetailApi(GenericAPIView):
     @extend_schema(
         operation_id="model_profiles_partial_update",
         description="Change a model profile; the name is fixed.",
-        request=ModelProfileWriteSerializer,
+        request=InputSerializer,
         responses=ModelProfileOutputSerializer,
     )
     def patch(self, request, name):
         profile = self.get_object()
-        serializer = ModelProfileWriteSerializer(data=request.data, partial=True)
+        serializer = self.InputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         profile = services.model_profile_update(profile=profile, values=serializer.validated_data)
         return Response(self.get_serializer(profile).data)
@@ -386,18 +390,6 @@ class ToolOutputSerializer(serializers.ModelSerializer):
             "name", "description", "input_schema", "side_effect", "enabled", "source", "handler", "timeout_seconds",
             "created_at", "updated_at",
         ]
-
-
-class ToolUpdateSerializer(StrictSerializer):
-    """What an admin may change about a registered tool; name, schema and handler come from its source."""
-
-    enabled = serializers.BooleanField(required=False, help_text="Disabled tools are never shown to a model.")
-    side_effect = serializers.BooleanField(required=False)
-    description = serializers.CharField(required=False)
-    timeout_seconds = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
-
-    class Meta:
-        ref_name = "ToolUpdate"
 
 
 class ToolListApi(_Paginated, GenericAPIView):
@@ -421,19 +413,34 @@ class ToolDetailApi(GenericAPIView):
     queryset = Tool.objects.all()
     lookup_field = "name"
 
-    @extend_schema(operation_id="tools_retrieve", description="One registered tool.", responses=ToolOutputSerializer)
+    class InputSerializer(StrictSerializer):
+        """What an admin may change about a tool; name, schema and handler come from its source."""
+
+        enabled = serializers.BooleanField(required=False, help_text="Disabled tools are never shown to a model.")
+        side_effect = serializers.BooleanField(required=False)
+        description = serializers.CharField(required=False)
+        timeout_seconds = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
+
+        class Meta:
+            ref_name = "ToolUpdate"
+
+    @extend_schema(
+        operation_id="tools_retrieve",
+        description="One registered tool.",
+        responses=ToolOutputSerializer,
+    )
     def get(self, request, name):
         return Response(self.get_serializer(self.get_object()).data)
 
     @extend_schema(
         operation_id="tools_partial_update",
         description="Enable or disable a tool, or retune it.",
-        request=ToolUpdateSerializer,
+        request=InputSerializer,
         responses=ToolOutputSerializer,
     )
     def patch(self, request, name):
         tool = self.get_object()
-        serializer = ToolUpdateSerializer(data=request.data, partial=True)
+        serializer = self.InputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         tool = services.tool_update(tool=tool, values=serializer.validated_data)
         return Response(self.get_serializer(tool).data)

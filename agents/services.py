@@ -60,21 +60,27 @@ def timeout_validator(value: float) -> None:
         raise ValidationError(f"Must be more than 0 and at most {MAX_TIMEOUT_SECONDS:g} seconds.")
 
 
-def _by_names(model, names: list[str], field: str) -> list:
+def _by_names(model, names: list[str], *, field: str, errors: dict) -> list:
     found = {obj.name: obj for obj in model.objects.filter(name__in=names)}
     missing = [name for name in names if name not in found]
     if missing:
-        raise ValidationError({field: f"Unknown {field.rstrip('s').replace('_', ' ')}: {', '.join(missing)}."})
-    return [found[name] for name in dict.fromkeys(names)]
+        errors[field] = [f"Unknown {model._meta.verbose_name}: {', '.join(missing)}."]
+    return [found[name] for name in dict.fromkeys(names) if name in found]
 
 
 def _agent_apply(agent: Agent, values: dict) -> list[Tool] | None:
+    """Set the draft's fields; tools and model profile arrive by name. Returns the tools to set."""
     for name in _AGENT_FIELDS:
         if name in values:
             setattr(agent, name, values[name])
+    errors: dict[str, list[str]] = {}
     if "model_profile" in values:
-        agent.model_profile = _by_names(ModelProfile, [values["model_profile"]], "model_profile")[0]
-    return _by_names(Tool, list(values["tools"]), "tools") if "tools" in values else None
+        profiles = _by_names(ModelProfile, [values["model_profile"]], field="model_profile", errors=errors)
+        agent.model_profile = profiles[0] if profiles else None
+    tools = _by_names(Tool, list(values["tools"]), field="tools", errors=errors) if "tools" in values else None
+    if errors:
+        raise ValidationError(errors)
+    return tools
 
 
 def _save_new(obj, *, key: str, exclude: list[str] | None = None) -> None:

@@ -249,7 +249,8 @@ def policy_evaluate(*, agent: Agent | None, role: str | None, text: str) -> dict
     version = agent.current_version if agent else None
     names = version.spec["tools"] if version else list(Tool.objects.values_list("name", flat=True))
     if role is not None:
-        names = [n for n in names if n in granted_tool_names(role_names=[role])]
+        granted = granted_tool_names(role_names=[role])
+        names = [n for n in names if n in granted]
     tools = []
     for tool in Tool.objects.filter(name__in=names, enabled=True).order_by("name"):
         guides = [
