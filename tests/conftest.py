@@ -13,8 +13,18 @@ from runs.demo import demo_load
 collect_ignore = [] if os.environ.get("DATABASE_URL", "").startswith("postgres") else ["services"]
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    # The demo once per session: tests in a rolled-back transaction (pytest-django runs them
+    # first) find it there; transactional tests flush it and load their own.
+    with django_db_blocker.unblock():
+        demo_load()
+
+
 @pytest.fixture
 def demo(db):
+    if get_user_model().objects.filter(username="operator").exists() and Group.objects.filter(name="secops").exists():
+        return {"users_created": [], "policies_created": [], "agent_published": False}
     return demo_load()
 
 

@@ -6,3 +6,4 @@ os.environ.setdefault("DJANGO_DEBUG", "1")
 # Throttles are exercised by their own tests; everywhere else they must not get in the way.
 os.environ.setdefault("WARRANT_THROTTLE_RUN_CREATE", "100000/min")
 os.environ.setdefault("WARRANT_THROTTLE_APPROVAL_DECIDE", "100000/min")
+os.environ.setdefault("WARRANT_TEST_FAST_HASHER", "1")

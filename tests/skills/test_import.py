@@ -24,6 +24,12 @@ allowed-tools: [calculator]
 """
 
 
+@pytest.fixture(autouse=True)
+def _no_skills_yet():
+    # The session's demo already imported the library; these tests start from an empty table.
+    Skill.objects.all().delete()
+
+
 def run_command(*args):
     out = StringIO()
     call_command("import_skills", *args, stdout=out, stderr=StringIO())

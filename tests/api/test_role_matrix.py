@@ -1,0 +1,679 @@
+"""The API's role matrix: every operation x every persona -> the status it must answer.
+
+`MATRIX` below is the review document. Each row is one operation (HTTP method and the route
+as the URL conf spells it, relative to /api/v1/, with `{kwarg}` for its parameters); each
+column is a persona. Every cell is a test case that sends a valid request, against real
+objects, as that persona (real `Authorization: Token ...` headers, the way integrators call),
+so the status is the permission outcome and nothing else:
+
+    200/201/204  allowed (the write really happens; the transaction is rolled back afterwards)
+    401          anonymous: no credentials (with our error body and `WWW-Authenticate: Token`)
+    403          known object or endpoint, but the persona's roles forbid the operation
+    404          the object is invisible to the persona (someone else's run, receipt, approval)
+
+A new route, or a new method on an existing route, without a reviewed row fails
+`test_every_route_and_method_has_a_reviewed_row`; a row whose route is gone fails
+`test_every_row_names_an_existing_route`.
+
+Personas (the demo of DESIGN.md):
+    anonymous   no credentials at all
+    operator    role `operators` (may start runs); the caller of every run below
+    approver    role `secops` (approves send_email / delete_account)
+    compliance  role `compliance` (reads every run and receipt)
+    admin       role `governance-admins` AND a superuser
+    outsider    logged in, in no role
+"""
+
+import json
+import re
+import string
+from functools import cached_property
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from agents import services as agent_services
+from agents.models import Agent, AgentVersion, ModelProfile, Tool
+from governance import services as governance_services
+from governance.models import Policy, ToolGrant
+from runs import services as run_services
+from runs.models import ApprovalRequest, Receipt, Run
+from skills.models import Skill
+from skills.services import skill_import
+
+pytestmark = pytest.mark.django_db
+
+API = "/api/v1/"
+
+PERSONAS = ("anonymous", "operator", "approver", "compliance", "admin", "outsider")
+
+# ---------------------------------------------------------------------------------------
+# THE MATRIX (review this table, not the code below it)
+# ---------------------------------------------------------------------------------------
+#                                                   anon  oper  appr  comp  admin outs
+MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
+    # --- runs: the operator starts and owns runs; compliance (and superusers) read them all.
+    ("GET", "runs/"):                               (401,  200,  200,  200,  200,  200),  # each sees only what they may (outsider: empty)
+    ("POST", "runs/"):                              (401,  201,  403,  403,  201,  403),  # runs.add_run; a superuser holds every permission
+    ("GET", "runs/{run_id}/"):                      (401,  200,  404,  200,  200,  404),
+    ("GET", "runs/{run_id}/events/"):               (401,  200,  404,  200,  200,  404),
+    ("POST", "runs/{run_id}/cancel/"):              (401,  200,  404,  404,  404,  404),  # only the caller; others: as if it did not exist
+    # --- approvals: members of the approver role (secops), never the run's caller, superusers not exempt.
+    ("GET", "approvals/"):                          (401,  200,  200,  200,  200,  200),  # filtered to the persona's roles (compliance/superuser: all)
+    ("POST", "approvals/{approval_id}/approve/"):   (401,  404,  200,  403,  403,  404),  # operator: not in secops, request invisible
+    ("POST", "approvals/{approval_id}/deny/"):      (401,  404,  200,  403,  403,  404),  # compliance/admin see it, may not decide it
+    # --- receipts: read-only; compliance reads all, an owner reads their own.
+    ("GET", "receipts/"):                           (401,  200,  200,  200,  200,  200),  # filtered (approver/outsider: empty)
+    ("GET", "receipts/export/"):                    (401,  200,  200,  200,  200,  200),  # filtered (approver/outsider: empty file)
+    ("GET", "receipts/{receipt_id}/"):              (401,  200,  404,  200,  200,  404),
+    ("GET", "receipts/{receipt_id}/verify/"):       (401,  200,  404,  200,  200,  404),
+    # --- policies: anyone with a role reads; governance admins write and dry-run.
+    ("GET", "policies/"):                           (401,  200,  200,  200,  200,  403),
+    ("POST", "policies/"):                          (401,  403,  403,  403,  201,  403),
+    ("POST", "policies/evaluate/"):                 (401,  403,  403,  403,  200,  403),
+    ("GET", "policies/{policy_id}/"):               (401,  200,  200,  200,  200,  403),
+    ("PATCH", "policies/{policy_id}/"):             (401,  403,  403,  403,  200,  403),
+    ("DELETE", "policies/{policy_id}/"):            (401,  403,  403,  403,  204,  403),
+    ("GET", "policies/{policy_id}/history/"):       (401,  200,  200,  200,  200,  403),
+    # --- roles and tool grants
+    ("GET", "roles/"):                              (401,  200,  200,  200,  200,  403),
+    ("POST", "roles/"):                             (401,  403,  403,  403,  201,  403),
+    ("GET", "roles/{name}/"):                       (401,  200,  200,  200,  200,  403),
+    ("DELETE", "roles/{name}/"):                    (401,  403,  403,  403,  204,  403),
+    ("GET", "grants/"):                             (401,  200,  200,  200,  200,  403),
+    ("POST", "grants/"):                            (401,  403,  403,  403,  201,  403),
+    ("GET", "grants/{grant_id}/"):                  (401,  200,  200,  200,  200,  403),
+    ("DELETE", "grants/{grant_id}/"):               (401,  403,  403,  403,  204,  403),
+    # --- agents (by slug) and their published versions
+    ("GET", "agents/"):                             (401,  200,  200,  200,  200,  403),
+    ("POST", "agents/"):                            (401,  403,  403,  403,  201,  403),
+    ("GET", "agents/{slug}/"):                      (401,  200,  200,  200,  200,  403),
+    ("PATCH", "agents/{slug}/"):                    (401,  403,  403,  403,  200,  403),
+    ("POST", "agents/{slug}/publish/"):             (401,  403,  403,  403,  201,  403),
+    ("GET", "agents/{slug}/versions/"):             (401,  200,  200,  200,  200,  403),
+    ("GET", "agents/{slug}/versions/{version}/"):   (401,  200,  200,  200,  200,  403),
+    # --- model profiles (by name)
+    ("GET", "model-profiles/"):                     (401,  200,  200,  200,  200,  403),
+    ("POST", "model-profiles/"):                    (401,  403,  403,  403,  201,  403),
+    ("GET", "model-profiles/{name}/"):              (401,  200,  200,  200,  200,  403),
+    ("PATCH", "model-profiles/{name}/"):            (401,  403,  403,  403,  200,  403),
+    # --- the tool registry (by name)
+    ("GET", "tools/"):                              (401,  200,  200,  200,  200,  403),
+    ("GET", "tools/{name}/"):                       (401,  200,  200,  200,  200,  403),
+    ("PATCH", "tools/{name}/"):                     (401,  403,  403,  403,  200,  403),
+    # --- skills (by name); DELETE retires
+    ("GET", "skills/"):                             (401,  200,  200,  200,  200,  403),
+    ("POST", "skills/"):                            (401,  403,  403,  403,  201,  403),
+    ("GET", "skills/{name}/"):                      (401,  200,  200,  200,  200,  403),
+    ("PATCH", "skills/{name}/"):                    (401,  403,  403,  403,  200,  403),
+    ("DELETE", "skills/{name}/"):                   (401,  403,  403,  403,  204,  403),
+    # --- OpenAPI: anyone logged in
+    ("GET", "schema/"):                             (401,  200,  200,  200,  200,  200),
+    ("GET", "docs/"):                               (401,  200,  200,  200,  200,  200),
+}
+
+# Cells whose expected status above is the CORRECT one but the code answers otherwise today:
+# (method, route, persona) -> reason. Each becomes xfail(strict=True), so fixing the defect
+# turns the case green only after this entry is removed.
+KNOWN_DEFECTS: dict[tuple[str, str, str], str] = {}
+
+# Which object each route parameter names, per resource (attributes of `World`).
+TARGETS = {
+    "runs": {"run_id": "finished_run_id"},
+    "approvals": {"approval_id": "pending_approval_id"},
+    "receipts": {"receipt_id": "receipt_id"},
+    "policies": {"policy_id": "policy_id"},
+    "roles": {"name": "role_name"},
+    "grants": {"grant_id": "grant_id"},
+    "agents": {"slug": "agent_slug", "version": "agent_version"},
+    "model-profiles": {"name": "profile_name"},
+    "tools": {"name": "tool_name"},
+    "skills": {"name": "skill_name"},
+}
+TARGET_OVERRIDES = {
+    # A finished run cannot be cancelled (409): cancel the parked one, still in flight.
+    ("POST", "runs/{run_id}/cancel/"): {"run_id": "parked_run_id"},
+    # Publishing the unchanged demo agent answers 200 (nothing new); a draft gives the real 201.
+    ("POST", "agents/{slug}/publish/"): {"slug": "draft_agent_slug"},
+}
+
+SKILL_TEXT = """---
+name: {name}
+description: A skill the role matrix creates.
+tags: [matrix]
+allowed-tools: [calculator]
+---
+
+1. Call `calculator`.
+"""
+
+# Valid bodies, so that the status is the permission outcome. Keyed like MATRIX.
+BODIES = {
+    ("POST", "runs/"): {"agent": "crm-assistant", "input": "List all accounts."},
+    ("POST", "runs/{run_id}/cancel/"): {},
+    ("POST", "approvals/{approval_id}/approve/"): {"reason": "matrix"},
+    ("POST", "approvals/{approval_id}/deny/"): {"reason": "matrix"},
+    ("POST", "policies/"): {"name": "matrix-new-policy", "type": "playbook", "keywords": ["matrix"],
+                            "content": "1. Call `list_accounts`."},
+    ("POST", "policies/evaluate/"): {"agent": "crm-assistant", "input": "Delete the account Initech."},
+    ("PATCH", "policies/{policy_id}/"): {"description": "changed by the matrix"},
+    ("POST", "roles/"): {"name": "matrix-new-role"},
+    ("POST", "grants/"): {"role": "matrix-role", "tool": "get_account"},
+    ("POST", "agents/"): {"slug": "matrix-new-agent", "name": "Matrix agent", "instructions": "Answer.",
+                          "model_profile": "scripted", "tools": ["calculator"]},
+    ("PATCH", "agents/{slug}/"): {"description": "changed by the matrix"},
+    ("POST", "agents/{slug}/publish/"): {},
+    ("POST", "model-profiles/"): {"name": "matrix-new-profile", "backend": "scripted", "model": "scripted-1"},
+    ("PATCH", "model-profiles/{name}/"): {"read_timeout": 30},
+    ("PATCH", "tools/{name}/"): {"timeout_seconds": 5},
+    ("POST", "skills/"): {"source": SKILL_TEXT.format(name="matrix-new-skill")},
+    ("PATCH", "skills/{name}/"): {"status": "draft"},
+}
+
+# Error codes of our one error body, by status.
+ERROR_CODES = {401: {"not_authenticated"}, 403: {"permission_denied", "forbidden"}, 404: {"not_found"}}
+NOT_JSON = {("GET", "schema/"), ("GET", "docs/"), ("GET", "receipts/export/")}  # YAML; HTML viewer; JSON lines
+
+
+# ---------------------------------------------------------------------------------------
+# Real objects, created on demand (each test runs in its own rolled-back transaction, so a
+# write in one cell never touches the objects of another).
+# ---------------------------------------------------------------------------------------
+
+
+def _user(username):
+    return get_user_model().objects.get(username=username)
+
+
+class World:
+    """The objects the cells act on; each is created the first time a cell needs it."""
+
+    @cached_property
+    def finished_run(self) -> Run:
+        run, _ = run_services.run_start(agent_slug="crm-assistant", input_text="List all accounts.",
+                                        caller=_user("operator"))
+        run_services.run_advance(run_id=run.id)
+        run.refresh_from_db()
+        assert run.status == "succeeded" and Receipt.objects.filter(run=run).exists()
+        return run
+
+    @cached_property
+    def parked_run(self) -> Run:
+        # In a non-transactional test on-commit enqueues never fire: the test plays the worker.
+        run, _ = run_services.run_start(agent_slug="crm-assistant", input_text="Delete the account Initech.",
+                                        caller=_user("operator"))
+        run_services.run_advance(run_id=run.id)
+        run.refresh_from_db()
+        assert run.status == "awaiting_approval"
+        return run
+
+    @cached_property
+    def pending_approval(self) -> ApprovalRequest:
+        approval = ApprovalRequest.objects.get(run=self.parked_run, status="pending")
+        assert approval.approver_role.name == "secops"
+        return approval
+
+    @cached_property
+    def policy(self) -> Policy:
+        return governance_services.policy_create(values={
+            "name": "matrix-policy", "type": "playbook", "keywords": ["matrixword"],
+            "content": "1. Call `list_accounts`."}, user=_user("admin"))
+
+    @cached_property
+    def role(self) -> Group:
+        return Group.objects.create(name="matrix-role")
+
+    @cached_property
+    def grant(self) -> ToolGrant:
+        return governance_services.grant_create(role=self.role, tool=Tool.objects.get(name="calculator"),
+                                                user=_user("admin"))
+
+    @cached_property
+    def skill(self) -> Skill:
+        return skill_import(text=SKILL_TEXT.format(name="matrix-skill"), user=_user("admin"))[0]
+
+    @cached_property
+    def draft_agent(self) -> Agent:
+        return agent_services.agent_create(values={"slug": "matrix-draft", "name": "Matrix draft",
+                                                   "instructions": "Answer.", "model_profile": "scripted"})
+
+    # What the route parameters name.
+    finished_run_id = property(lambda self: self.finished_run.id)
+    parked_run_id = property(lambda self: self.parked_run.id)
+    pending_approval_id = property(lambda self: self.pending_approval.id)
+    receipt_id = property(lambda self: self.finished_run.receipt.id)
+    policy_id = property(lambda self: self.policy.pk)
+    role_name = property(lambda self: self.role.name)
+    grant_id = property(lambda self: self.grant.pk)
+    agent_slug = property(lambda self: Agent.objects.get(slug="crm-assistant").slug)
+    agent_version = property(lambda self: Agent.objects.get(slug="crm-assistant").current_version.version)
+    draft_agent_slug = property(lambda self: self.draft_agent.slug)
+    profile_name = property(lambda self: ModelProfile.objects.get(name="scripted").name)
+    tool_name = property(lambda self: Tool.objects.get(name="calculator").name)
+    skill_name = property(lambda self: self.skill.name)
+
+    def url(self, method: str, route: str) -> str:
+        names = [field for _, field, _, _ in string.Formatter().parse(route) if field]
+        targets = TARGETS.get(route.split("/")[0], {}) | TARGET_OVERRIDES.get((method, route), {})
+        return API + route.format(**{name: getattr(self, targets[name]) for name in names})
+
+
+@pytest.fixture
+def world(demo):
+    # The grant row POSTs for matrix-role, so the role must exist whoever asks.
+    w = World()
+    w.role  # noqa: B018 - created up front: the POST grants/ body names it
+    return w
+
+
+def _client(username: str | None) -> APIClient:
+    client = APIClient()
+    if username is not None:
+        token, _ = Token.objects.get_or_create(user=_user(username))
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def as_persona(demo):
+    if not get_user_model().objects.filter(username="outsider").exists():
+        get_user_model().objects.create_user("outsider", password="x")
+    return lambda persona: _client(None if persona == "anonymous" else persona)
+
+
+def _send(client: APIClient, method: str, url: str, body: dict | None):
+    call = getattr(client, method.lower())
+    return call(url, body, format="json") if body is not None else call(url)
+
+
+# ---------------------------------------------------------------------------------------
+# 1. Every cell
+# ---------------------------------------------------------------------------------------
+
+
+def _cells():
+    for (method, route), statuses in MATRIX.items():
+        for persona, expected in zip(PERSONAS, statuses, strict=True):
+            marks = []
+            reason = KNOWN_DEFECTS.get((method, route, persona))
+            if reason:
+                marks.append(pytest.mark.xfail(strict=True, reason=reason))
+            yield pytest.param(method, route, persona, expected, id=f"{method} {route} [{persona}]", marks=marks)
+
+
+@pytest.mark.parametrize(("method", "route", "persona", "expected"), list(_cells()))
+def test_role_matrix_cell(world, as_persona, method, route, persona, expected):
+    url = world.url(method, route)
+    response = _send(as_persona(persona), method, url, BODIES.get((method, route), {} if method != "GET" else None))
+    assert response.status_code == expected, (
+        f"{method} {url} as {persona}: expected {expected}, got {response.status_code}: {response.content[:400]!r}"
+    )
+    if expected in ERROR_CODES and (method, route) not in NOT_JSON:
+        error = response.json()["error"]
+        assert error["code"] in ERROR_CODES[expected] and error["message"], error
+    if expected == 401:
+        assert response.headers.get("WWW-Authenticate", "").startswith("Token"), dict(response.headers)
+    _assert_effect(world, method, route, persona, expected, response)
+
+
+def _assert_effect(world, method, route, persona, expected, response):
+    """An allowed write really happened; a refused one left no trace."""
+    allowed = 200 <= expected < 300
+    if (method, route) == ("POST", "runs/"):
+        assert Run.objects.filter(input="List all accounts.").exists() is allowed
+    elif route.startswith("approvals/{approval_id}/"):
+        approval = ApprovalRequest.objects.get(id=world.pending_approval_id)
+        if allowed:
+            assert approval.status == ("approved" if route.endswith("approve/") else "denied")
+            assert approval.decided_by.username == persona
+        else:
+            assert approval.status == "pending" and approval.decided_by is None
+    elif route == "runs/{run_id}/cancel/":
+        assert Run.objects.get(id=world.parked_run_id).status == ("cancelled" if allowed else "awaiting_approval")
+    elif (method, route) == ("POST", "policies/"):
+        assert Policy.objects.filter(name="matrix-new-policy").exists() is allowed
+    elif (method, route) == ("DELETE", "policies/{policy_id}/"):
+        assert Policy.objects.filter(pk=world.policy_id).exists() is not allowed
+    elif (method, route) == ("PATCH", "policies/{policy_id}/"):
+        assert (Policy.objects.get(pk=world.policy_id).description == "changed by the matrix") is allowed
+    elif (method, route) == ("POST", "roles/"):
+        assert Group.objects.filter(name="matrix-new-role").exists() is allowed
+    elif (method, route) == ("DELETE", "roles/{name}/"):
+        assert Group.objects.filter(name="matrix-role").exists() is not allowed
+    elif (method, route) == ("POST", "grants/"):
+        assert ToolGrant.objects.filter(role__name="matrix-role", tool__name="get_account").exists() is allowed
+    elif (method, route) == ("DELETE", "grants/{grant_id}/"):
+        assert ToolGrant.objects.filter(pk=world.grant_id).exists() is not allowed
+    elif (method, route) == ("POST", "agents/"):
+        assert Agent.objects.filter(slug="matrix-new-agent").exists() is allowed
+    elif (method, route) == ("PATCH", "agents/{slug}/"):
+        assert (Agent.objects.get(slug="crm-assistant").description == "changed by the matrix") is allowed
+    elif (method, route) == ("POST", "agents/{slug}/publish/"):
+        assert (Agent.objects.get(slug="matrix-draft").current_version is not None) is allowed
+    elif (method, route) == ("POST", "model-profiles/"):
+        assert ModelProfile.objects.filter(name="matrix-new-profile").exists() is allowed
+    elif (method, route) == ("PATCH", "model-profiles/{name}/"):
+        assert (ModelProfile.objects.get(name="scripted").read_timeout == 30) is allowed
+    elif (method, route) == ("PATCH", "tools/{name}/"):
+        assert (Tool.objects.get(name="calculator").timeout_seconds == 5) is allowed
+    elif (method, route) == ("POST", "skills/"):
+        assert Skill.objects.filter(name="matrix-new-skill").exists() is allowed
+    elif (method, route) == ("PATCH", "skills/{name}/"):
+        assert (Skill.objects.get(name="matrix-skill").status == "draft") is allowed
+    elif (method, route) == ("DELETE", "skills/{name}/"):
+        assert (Skill.objects.get(name="matrix-skill").status == "retired") is allowed
+    elif (method, route) == ("POST", "policies/evaluate/") and allowed:
+        body = response.json()
+        assert {t["name"]: t["needs_approval"] for t in body["tools"]}["delete_account"] is True
+    elif method == "GET" and allowed and (method, route) not in NOT_JSON:
+        response.json()  # a JSON answer, not an HTML error page
+
+
+def test_anonymous_gets_401_with_our_error_body_and_a_token_challenge(demo):
+    response = APIClient().get(API + "runs/")
+    assert response.status_code == 401
+    assert response.headers["WWW-Authenticate"] == 'Token'
+    assert response.json() == {"error": {"code": "not_authenticated",
+                                         "message": "Authentication credentials were not provided.", "details": {}}}
+    bad = APIClient()
+    bad.credentials(HTTP_AUTHORIZATION="Token not-a-real-key")
+    response = bad.get(API + "runs/")
+    assert response.status_code == 401 and response.json()["error"]["code"] == "authentication_failed"
+
+
+def test_the_matrix_is_complete_and_well_formed():
+    for (method, route), statuses in MATRIX.items():
+        assert method in {"GET", "POST", "PATCH", "PUT", "DELETE"}, (method, route)
+        assert len(statuses) == len(PERSONAS), (method, route)
+        assert statuses[0] == 401, f"{method} {route}: every API operation needs credentials"
+        if method != "GET":
+            assert (method, route) in BODIES or method == "DELETE", f"{method} {route} has no valid body"
+    for key in BODIES:
+        assert key in MATRIX, f"a body for {key}, which is not in the matrix"
+    for method, route, persona in KNOWN_DEFECTS:
+        assert (method, route) in MATRIX and persona in PERSONAS
+
+
+# ---------------------------------------------------------------------------------------
+# 2. The URL conf and the matrix agree
+# ---------------------------------------------------------------------------------------
+
+IGNORED_METHODS = {"options", "head"}
+
+
+def _walk(patterns, prefix=""):
+    for entry in patterns:
+        if isinstance(entry, URLResolver):
+            yield from _walk(entry.url_patterns, prefix + str(entry.pattern))
+        elif isinstance(entry, URLPattern):
+            yield prefix + str(entry.pattern), entry.callback
+
+
+def _as_route(pattern: str) -> str:
+    return re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", pattern)
+
+
+def _api_operations() -> dict[tuple[str, str], str]:
+    """(METHOD, route) -> the view, for every route under api/v1/ and every method its view serves."""
+    operations = {}
+    for pattern, callback in _walk(get_resolver().url_patterns):
+        if not pattern.startswith("api/v1/"):
+            continue
+        route = _as_route(pattern.removeprefix("api/v1/"))
+        view_class = getattr(callback, "view_class", None) or getattr(callback, "cls", None)
+        assert view_class is not None, f"api/v1/{route} is served by a function view; the matrix cannot see its methods"
+        methods = {m for m in view_class.http_method_names if hasattr(view_class, m)} - IGNORED_METHODS
+        assert methods, f"api/v1/{route} ({view_class.__name__}) serves no method"
+        for method in methods:
+            operations[(method.upper(), route)] = f"{view_class.__module__}.{view_class.__qualname__}"
+    return operations
+
+
+def test_every_route_and_method_has_a_reviewed_row():
+    missing = sorted(f"{method} /api/v1/{route} ({view})" for (method, route), view in _api_operations().items()
+                     if (method, route) not in MATRIX)
+    assert not missing, "API operations without a row in the role matrix (review who may call them):\n" + "\n".join(missing)
+
+
+def test_every_row_names_an_existing_route():
+    operations = _api_operations()
+    stale = sorted(f"{method} {route}" for method, route in MATRIX if (method, route) not in operations)
+    assert not stale, "rows of the role matrix for operations the URL conf no longer serves:\n" + "\n".join(stale)
+
+
+def test_the_walk_sees_the_whole_api():
+    # Guards the walker itself: if it stopped descending into includes, the two tests above
+    # would pass vacuously.
+    operations = _api_operations()
+    assert len(operations) == len(MATRIX) >= 40
+    assert ("POST", "approvals/{approval_id}/approve/") in operations
+    assert ("GET", "agents/{slug}/versions/{version}/") in operations
+
+
+def test_health_endpoints_answer_anyone(demo):
+    # Outside /api/v1/ and outside the matrix: liveness and readiness, no credentials at all.
+    for path in ("/healthz", "/readyz"):
+        assert APIClient().get(path).status_code == 200
+
+
+# ---------------------------------------------------------------------------------------
+# 3. Mass assignment: fields a client must not set
+# ---------------------------------------------------------------------------------------
+
+
+def test_starting_a_run_ignores_status_caller_usage_and_receipt_fields(demo):
+    """POST runs/ is lenient: unknown fields are dropped, none of them reaches the run or its receipt."""
+    operator = _client("operator")
+    forged_id = "00000000-0000-0000-0000-000000000001"
+    response = operator.post(API + "runs/", {
+        "agent": "crm-assistant", "input": "List all accounts.",
+        "id": forged_id, "status": "succeeded", "caller": "admin", "output": "forged", "tainted": True,
+        "agent_version": 99, "stop_reason": "deadline", "error": "internal",
+        "usage": {"input_tokens": 999, "output_tokens": 999, "llm_calls": 9, "tool_calls": 9},
+        "input_tokens": 999, "llm_calls": 9,
+        "hash": "f" * 64, "prev_hash": "e" * 64, "seq": 999, "receipt_id": forged_id,
+        "receipt": {"hash": "f" * 64, "seq": 999},
+    }, format="json")
+    assert response.status_code == 201, response.content
+    body = response.json()
+    run = Run.objects.get(id=body["id"])
+    assert str(run.id) != forged_id and not Run.objects.filter(id=forged_id).exists()
+    assert run.status == "queued" and body["status"] == "queued"
+    assert run.caller.username == "operator" and body["caller"] == "operator"
+    assert (run.input_tokens, run.output_tokens, run.llm_calls, run.tool_calls) == (0, 0, 0, 0)
+    assert run.output == "" and run.tainted is False and run.stop_reason == "" and run.error == ""
+    assert run.agent_version.version == 1
+    # Run it to the end: the sealed receipt's chain fields are the server's own.
+    run_services.run_advance(run_id=run.id)
+    receipt = Receipt.objects.get(run=run)
+    assert receipt.hash != "f" * 64 and receipt.prev_hash != "e" * 64 and receipt.seq != 999
+    assert str(receipt.id) != forged_id
+    assert json.loads(receipt.body)["caller"]["username"] == "operator"
+
+
+def test_an_approval_decision_ignores_forged_decision_fields(world):
+    """approve/deny are lenient too: only `reason` is read; who decided comes from the token."""
+    approval = world.pending_approval
+    before = (approval.arguments, approval.arguments_sha256, approval.tool, approval.approver_role_id, approval.run_id)
+    response = _client("approver").post(API + f"approvals/{approval.id}/approve/", {
+        "reason": "looks fine", "status": "denied", "decided_by": "admin", "decided_at": "2000-01-01T00:00:00Z",
+        "approver_role": "compliance", "tool": "calculator", "arguments": {"account_id": "A-100"},
+        "arguments_sha256": "0" * 64, "expires_at": "2999-01-01T00:00:00Z", "run_id": str(world.finished_run_id),
+    }, format="json")
+    assert response.status_code == 200, response.content
+    approval.refresh_from_db()
+    assert approval.status == "approved" and approval.decided_by.username == "approver"
+    assert approval.decided_at.year != 2000 and approval.expires_at.year != 2999
+    assert (approval.arguments, approval.arguments_sha256, approval.tool, approval.approver_role_id,
+            approval.run_id) == before
+    assert approval.reason == "looks fine"
+
+
+def test_a_denial_cannot_be_turned_into_an_approval_by_the_body(world):
+    approval = world.pending_approval
+    response = _client("approver").post(API + f"approvals/{approval.id}/deny/",
+                                        {"status": "approved", "decided_by": "approver"}, format="json")
+    assert response.status_code == 200, response.content
+    approval.refresh_from_db()
+    assert approval.status == "denied"
+
+
+STRICT_CASES = [
+    # (method, route, valid body, forged fields) -> 400 naming every forged field, nothing written.
+    pytest.param("POST", "policies/", BODIES[("POST", "policies/")],
+                 {"version": 7, "id": 999, "history": [], "sha256": "0" * 64, "created_at": "2000-01-01T00:00:00Z",
+                  "status": "approved"}, id="policies"),
+    pytest.param("PATCH", "policies/{policy_id}/", {"description": "x"}, {"version": 7, "updated_at": "2000-01-01"},
+                 id="policy-patch"),
+    pytest.param("POST", "agents/", BODIES[("POST", "agents/")],
+                 {"current_version": 7, "version": 7, "sha256": "0" * 64, "created_at": "2000-01-01"}, id="agents"),
+    pytest.param("PATCH", "agents/{slug}/", {"description": "x"}, {"slug": "renamed", "current_version": 7},
+                 id="agent-patch"),
+    pytest.param("POST", "agents/{slug}/publish/", {}, {"version": 7, "sha256": "0" * 64, "published_by": "operator"},
+                 id="agent-publish"),
+    pytest.param("POST", "model-profiles/", BODIES[("POST", "model-profiles/")],
+                 {"api_key": "sk-secret", "version": 7, "id": 1}, id="model-profiles"),
+    pytest.param("PATCH", "model-profiles/{name}/", {"read_timeout": 30}, {"name": "renamed", "api_key": "sk-x"},
+                 id="model-profile-patch"),
+    pytest.param("POST", "skills/", BODIES[("POST", "skills/")],
+                 {"version": 7, "sha256": "0" * 64, "name": "other-name", "updated_by": "admin"}, id="skills"),
+    pytest.param("PATCH", "skills/{name}/", {"status": "draft"}, {"version": 7, "sha256": "0" * 64}, id="skill-patch"),
+    pytest.param("POST", "roles/", BODIES[("POST", "roles/")], {"members": 5, "tools": ["delete_account"]},
+                 id="roles"),
+    pytest.param("POST", "grants/", BODIES[("POST", "grants/")], {"granted_by": "operator", "id": 1}, id="grants"),
+    pytest.param("PATCH", "tools/{name}/", {"enabled": False}, {"name": "renamed", "handler": "os.system",
+                                                               "source": "mcp"}, id="tool-patch"),
+    pytest.param("POST", "policies/evaluate/", BODIES[("POST", "policies/evaluate/")], {"caller": "operator"},
+                 id="policy-evaluate"),
+]
+
+
+def _snapshot():
+    """Everything the strict endpoints could write."""
+    return {
+        "policies": list(Policy.objects.order_by("pk").values()),
+        "agents": list(Agent.objects.order_by("pk").values()),
+        "versions": list(AgentVersion.objects.order_by("pk").values_list("pk", flat=True)),
+        "profiles": list(ModelProfile.objects.order_by("pk").values()),
+        "skills": list(Skill.objects.order_by("pk").values()),
+        "roles": list(Group.objects.order_by("pk").values_list("name", flat=True)),
+        "grants": list(ToolGrant.objects.order_by("pk").values_list("pk", flat=True)),
+        "tools": list(Tool.objects.order_by("pk").values()),
+    }
+
+
+@pytest.mark.parametrize(("method", "route", "body", "forged"), STRICT_CASES)
+def test_strict_endpoints_refuse_forged_fields_by_name(world, method, route, body, forged):
+    world.policy, world.skill, world.draft_agent  # noqa: B018 - the targets exist before the snapshot
+    before = _snapshot()
+    response = _send(_client("admin"), method, world.url(method, route), {**body, **forged})
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["code"] == "invalid"
+    assert set(forged) <= set(error["details"]), f"not every forged field is named: {error['details']}"
+    assert _snapshot() == before, "a refused body changed something"
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
+@pytest.mark.parametrize("route", ["receipts/", "receipts/{receipt_id}/", "receipts/{receipt_id}/verify/"])
+def test_receipts_have_no_write_verbs(world, method, route):
+    receipt = world.finished_run.receipt
+    before = (receipt.hash, receipt.prev_hash, receipt.seq, receipt.body)
+    response = _send(_client("compliance"), method, world.url("GET", route),
+                     {"hash": "f" * 64, "prev_hash": "e" * 64, "seq": 999, "body": "{}"})
+    assert response.status_code == 405, response.content
+    receipt.refresh_from_db()
+    assert (receipt.hash, receipt.prev_hash, receipt.seq, receipt.body) == before
+    assert Receipt.objects.count() == 1
+
+
+# ---------------------------------------------------------------------------------------
+# Objects of another user are 404, never 403 (their existence is not disclosed)
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def second_operator_client(demo):
+    user = get_user_model().objects.create_user("operator2", password="x")
+    user.groups.add(Group.objects.get(name="operators"))
+    return _client("operator2")
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("GET", "runs/{finished}/"),
+    ("GET", "runs/{finished}/events/"),
+    ("GET", "runs/{parked}/"),
+    ("GET", "runs/{parked}/events/"),
+    ("POST", "runs/{parked}/cancel/"),
+    ("POST", "runs/{finished}/cancel/"),
+    ("GET", "receipts/{receipt}/"),
+    ("GET", "receipts/{receipt}/verify/"),
+])
+def test_another_operators_objects_are_404(world, second_operator_client, method, path):
+    url = API + path.format(finished=world.finished_run_id, parked=world.parked_run_id, receipt=world.receipt_id)
+    response = _send(second_operator_client, method, url, {} if method == "POST" else None)
+    assert response.status_code == 404, response.content
+    assert response.json()["error"]["code"] == "not_found"
+    # The same answer as for an id that does not exist at all: nothing tells them apart.
+    missing = url.replace(str(world.finished_run_id), "00000000-0000-0000-0000-000000000000").replace(
+        str(world.parked_run_id), "00000000-0000-0000-0000-000000000000").replace(
+        str(world.receipt_id), "00000000-0000-0000-0000-000000000000")
+    assert _send(second_operator_client, method, missing, {} if method == "POST" else None).json() == response.json()
+    assert Run.objects.get(id=world.parked_run_id).status == "awaiting_approval"
+
+
+def test_another_operators_runs_and_receipts_are_left_out_of_lists_and_exports(world, second_operator_client):
+    world.finished_run, world.parked_run  # noqa: B018
+    assert second_operator_client.get(API + "runs/").json()["count"] == 0
+    assert second_operator_client.get(API + "receipts/").json()["count"] == 0
+    export = second_operator_client.get(API + "receipts/export/?format=jsonl")
+    assert export.status_code == 200 and export.content == b""
+    assert _client("operator").get(API + "runs/").json()["count"] == 2
+
+
+def test_idempotency_keys_belong_to_their_caller(world, second_operator_client):
+    body = {"agent": "crm-assistant", "input": "List all accounts.", "idempotency_key": "shared-key"}
+    first = _client("operator").post(API + "runs/", body, format="json")
+    other = second_operator_client.post(API + "runs/", body, format="json")
+    assert (first.status_code, other.status_code) == (201, 201)
+    assert other.json()["id"] != first.json()["id"] and other.json()["caller"] == "operator2"
+
+
+# ---------------------------------------------------------------------------------------
+# Separation of duties and authentication edges the matrix relies on
+# ---------------------------------------------------------------------------------------
+
+
+def test_a_superuser_outside_the_approver_role_may_not_decide(world):
+    response = _client("admin").post(API + f"approvals/{world.pending_approval_id}/approve/", {}, format="json")
+    assert response.status_code == 403
+    assert response.json()["error"] == {"code": "forbidden", "message": "only members of 'secops' may decide this request",
+                                         "details": {}}
+
+
+def test_no_one_approves_their_own_run_even_inside_the_approver_role(world):
+    _user("operator").groups.add(Group.objects.get(name="secops"))
+    for action in ("approve", "deny"):
+        response = _client("operator").post(API + f"approvals/{world.pending_approval_id}/{action}/", {}, format="json")
+        assert response.status_code == 403 and response.json()["error"]["message"] == "no one approves their own run"
+    assert ApprovalRequest.objects.get(id=world.pending_approval_id).status == "pending"
+
+
+def test_session_auth_writes_need_the_csrf_token(demo):
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(_user("operator"))
+    assert client.get(API + "runs/").status_code == 200
+    response = client.post(API + "runs/", BODIES[("POST", "runs/")], format="json")
+    assert response.status_code == 403 and "CSRF" in response.json()["error"]["message"]
+    assert not Run.objects.exists()
+
+
+def test_a_deactivated_users_token_is_refused(demo):
+    client = _client("operator")
+    get_user_model().objects.filter(username="operator").update(is_active=False)
+    response = client.get(API + "runs/")
+    assert response.status_code == 401 and response.json()["error"]["code"] == "authentication_failed"
