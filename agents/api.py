@@ -4,7 +4,6 @@ Thin views over agents.services. Reads are for anyone with a role; writes for go
 Inputs name every writable field: anything else in a body is refused, never silently dropped.
 """
 
-from collections.abc import Mapping
 
 import jsonschema
 from django.db.models import Max
@@ -16,28 +15,11 @@ from rest_framework.response import Response
 
 from agents import services
 from agents.models import Agent, AgentVersion, ModelProfile, Tool
+from governance.api_fields import StrictSerializer
 from governance.permissions import IsGovernanceAdmin, ReadAnyRoleWriteGovernanceAdmin
 
 
 # --- the strict-fields helper ------------------------------------------------------------
-
-
-class StrictSerializer(serializers.Serializer):
-    """An input serializer that refuses undeclared and read-only fields (no mass assignment)."""
-
-    hints: dict[str, str] = {}
-
-    def to_internal_value(self, data):
-        if isinstance(data, Mapping):
-            writable = sorted(name for name, field in self.fields.items() if not field.read_only)
-            refused = sorted(set(data) - set(writable))
-            if refused:
-                allowed = ", ".join(writable) or "none"
-                raise serializers.ValidationError({
-                    name: [self.hints.get(name, f"Unknown or read-only field; writable fields: {allowed}.")]
-                    for name in refused
-                })
-        return super().to_internal_value(data)
 
 
 class _Paginated:

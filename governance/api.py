@@ -5,7 +5,6 @@ governance admins (see governance.permissions). Every input serializer is strict
 carries a field the operation does not accept is refused, never silently ignored.
 """
 
-from collections.abc import Mapping
 
 import django_filters
 from django.conf import settings
@@ -20,6 +19,7 @@ from rest_framework.response import Response
 
 from agents.models import Agent, Tool
 from governance import engine, services
+from governance.api_fields import StrictFieldsMixin
 from governance.api_errors import Conflict, Unprocessable
 from governance.models import MatchMode, Policy, PolicyType, PolicyVersion, ToolGrant
 from governance.permissions import IsGovernanceAdmin, ReadAnyRoleWriteGovernanceAdmin
@@ -30,29 +30,6 @@ MAX_EVALUATE_INPUT_CHARS = 20_000  # the same limit as a run's input
 
 
 # --- shared pieces ----------------------------------------------------------------------
-
-
-class StrictFieldsMixin:
-    """Refuses a body naming fields the serializer does not accept, instead of ignoring them.
-
-    DRF drops unknown keys silently, so a client sending `version` or `id` would believe it set
-    them. Here such a body is a 400 that lists every refused field. `read_only_names` are
-    fields the resource has but no client may write; anything else is unknown.
-    """
-
-    read_only_names: frozenset[str] = frozenset({"id", "version", "history", "sha256", "created_at", "updated_at"})
-
-    def to_internal_value(self, data):
-        if isinstance(data, Mapping):
-            writable = {name for name, field in self.fields.items() if not field.read_only}
-            refused = {
-                key: ["This field is read-only." if key in self.read_only_names or key in self.fields else "Unknown field."]
-                for key in data
-                if key not in writable
-            }
-            if refused:
-                raise serializers.ValidationError(refused)
-        return super().to_internal_value(data)
 
 
 class ErrorSerializer(serializers.Serializer):

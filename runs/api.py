@@ -9,6 +9,8 @@ from rest_framework.generics import GenericAPIView, ListAPIView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
+from governance.api_errors import Forbidden
+from governance.api_fields import StrictSerializer
 from governance.permissions import CanStartRuns
 from runs import selectors, services
 from runs.idempotency import idempotent
@@ -87,7 +89,7 @@ class RunFilter(django_filters.FilterSet):
 class RunListCreateApi(ListAPIView):
     """List the runs you may see; start a run (operators)."""
 
-    class RunStartInputSerializer(serializers.Serializer):
+    class RunStartInputSerializer(StrictSerializer):
         agent = serializers.SlugField(max_length=64)
         input = serializers.CharField(max_length=services.MAX_INPUT_CHARS, trim_whitespace=False)
         idempotency_key = serializers.CharField(max_length=128, required=False)
@@ -158,8 +160,10 @@ class RunCancelApi(GenericAPIView):
 
     @extend_schema(operation_id="runs_cancel", request=None, responses={200: RunOutputSerializer})
     def post(self, request, run_id):
-        # Only the caller cancels a run; others get 404, as if it did not exist for them.
-        run = get_object_or_404(Run.objects.filter(caller=request.user), id=run_id)
+        # Only the caller cancels a run. Who cannot see it gets 404; who can (compliance) gets 403.
+        run = get_object_or_404(selectors.runs_visible_to(request.user), id=run_id)
+        if run.caller_id != request.user.pk:
+            raise Forbidden("only the run's caller may cancel it")
         run = services.run_cancel(run=run, user=request.user)
         return Response(RunOutputSerializer(selectors.runs_visible_to(request.user).get(id=run.id)).data)
 
@@ -210,7 +214,7 @@ class ApprovalDecideApi(GenericAPIView):
     throttle_classes = [PostThrottle]
     throttle_scope = "approval_decide"
 
-    class ApprovalDecisionInputSerializer(serializers.Serializer):
+    class ApprovalDecisionInputSerializer(StrictSerializer):
         reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
         idempotency_key = serializers.CharField(max_length=128, required=False)
 

@@ -24,7 +24,6 @@ Personas (the demo of DESIGN.md):
     outsider    logged in, in no role
 """
 
-import json
 import re
 import string
 from functools import cached_property
@@ -61,7 +60,7 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     ("POST", "runs/"):                              (401,  201,  403,  403,  201,  403),  # runs.add_run; a superuser holds every permission
     ("GET", "runs/{run_id}/"):                      (401,  200,  404,  200,  200,  404),
     ("GET", "runs/{run_id}/events/"):               (401,  200,  404,  200,  200,  404),
-    ("POST", "runs/{run_id}/cancel/"):              (401,  200,  404,  404,  404,  404),  # only the caller; others: as if it did not exist
+    ("POST", "runs/{run_id}/cancel/"):              (401,  200,  404,  403,  403,  404),  # only the caller; who can read it (compliance, superuser) gets 403
     # --- approvals: members of the approver role (secops), never the run's caller, superusers not exempt.
     ("GET", "approvals/"):                          (401,  200,  200,  200,  200,  200),  # filtered to the persona's roles (compliance/superuser: all)
     ("POST", "approvals/{approval_id}/approve/"):   (401,  404,  200,  403,  403,  404),  # operator: not in secops, request invisible
@@ -465,59 +464,39 @@ def test_health_endpoints_answer_anyone(demo):
 # ---------------------------------------------------------------------------------------
 
 
-def test_starting_a_run_ignores_status_caller_usage_and_receipt_fields(demo):
-    """POST runs/ is lenient: unknown fields are dropped, none of them reaches the run or its receipt."""
-    operator = _client("operator")
-    forged_id = "00000000-0000-0000-0000-000000000001"
-    response = operator.post(API + "runs/", {
-        "agent": "crm-assistant", "input": "List all accounts.",
-        "id": forged_id, "status": "succeeded", "caller": "admin", "output": "forged", "tainted": True,
-        "agent_version": 99, "stop_reason": "deadline", "error": "internal",
-        "usage": {"input_tokens": 999, "output_tokens": 999, "llm_calls": 9, "tool_calls": 9},
-        "input_tokens": 999, "llm_calls": 9,
-        "hash": "f" * 64, "prev_hash": "e" * 64, "seq": 999, "receipt_id": forged_id,
-        "receipt": {"hash": "f" * 64, "seq": 999},
-    }, format="json")
-    assert response.status_code == 201, response.content
-    body = response.json()
-    run = Run.objects.get(id=body["id"])
-    assert str(run.id) != forged_id and not Run.objects.filter(id=forged_id).exists()
-    assert run.status == "queued" and body["status"] == "queued"
-    assert run.caller.username == "operator" and body["caller"] == "operator"
-    assert (run.input_tokens, run.output_tokens, run.llm_calls, run.tool_calls) == (0, 0, 0, 0)
-    assert run.output == "" and run.tainted is False and run.stop_reason == "" and run.error == ""
-    assert run.agent_version.version == 1
-    # Run it to the end: the sealed receipt's chain fields are the server's own.
-    run_services.run_advance(run_id=run.id)
-    receipt = Receipt.objects.get(run=run)
-    assert receipt.hash != "f" * 64 and receipt.prev_hash != "e" * 64 and receipt.seq != 999
-    assert str(receipt.id) != forged_id
-    assert json.loads(receipt.body)["caller"]["username"] == "operator"
+def test_starting_a_run_refuses_status_caller_usage_and_receipt_fields(demo):
+    """POST runs/ is strict: forged fields are a 400 that names each of them, and no run exists."""
+    forged = {
+        "id": "00000000-0000-0000-0000-000000000001", "status": "succeeded", "caller": "admin", "output": "forged",
+        "tainted": True, "usage": {"input_tokens": 999}, "hash": "f" * 64, "seq": 999, "receipt_id": "x",
+    }
+    response = _client("operator").post(API + "runs/", {"agent": "crm-assistant", "input": "List all accounts.",
+                                                        **forged}, format="json")
+    assert response.status_code == 400, response.content
+    assert set(response.json()["error"]["details"]) == set(forged)
+    assert not Run.objects.filter(input="List all accounts.", caller__username="operator").exists()
 
 
-def test_an_approval_decision_ignores_forged_decision_fields(world):
-    """approve/deny are lenient too: only `reason` is read; who decided comes from the token."""
+def test_an_approval_decision_refuses_forged_decision_fields(world):
+    """approve/deny read only `reason`; who decided comes from the token, never from the body."""
     approval = world.pending_approval
-    before = (approval.arguments, approval.arguments_sha256, approval.tool, approval.approver_role_id, approval.run_id)
-    response = _client("approver").post(API + f"approvals/{approval.id}/approve/", {
-        "reason": "looks fine", "status": "denied", "decided_by": "admin", "decided_at": "2000-01-01T00:00:00Z",
-        "approver_role": "compliance", "tool": "calculator", "arguments": {"account_id": "A-100"},
-        "arguments_sha256": "0" * 64, "expires_at": "2999-01-01T00:00:00Z", "run_id": str(world.finished_run_id),
-    }, format="json")
-    assert response.status_code == 200, response.content
+    forged = {"status": "denied", "decided_by": "admin", "decided_at": "2000-01-01T00:00:00Z",
+              "approver_role": "compliance", "arguments": {"account_id": "A-100"}, "arguments_sha256": "0" * 64}
+    response = _client("approver").post(API + f"approvals/{approval.id}/approve/", {"reason": "ok", **forged},
+                                        format="json")
+    assert response.status_code == 400 and set(response.json()["error"]["details"]) == set(forged)
     approval.refresh_from_db()
-    assert approval.status == "approved" and approval.decided_by.username == "approver"
-    assert approval.decided_at.year != 2000 and approval.expires_at.year != 2999
-    assert (approval.arguments, approval.arguments_sha256, approval.tool, approval.approver_role_id,
-            approval.run_id) == before
-    assert approval.reason == "looks fine"
+    assert approval.status == "pending" and approval.decided_by is None
 
 
 def test_a_denial_cannot_be_turned_into_an_approval_by_the_body(world):
     approval = world.pending_approval
     response = _client("approver").post(API + f"approvals/{approval.id}/deny/",
                                         {"status": "approved", "decided_by": "approver"}, format="json")
-    assert response.status_code == 200, response.content
+    assert response.status_code == 400
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+    assert _client("approver").post(API + f"approvals/{approval.id}/deny/", {}, format="json").status_code == 200
     approval.refresh_from_db()
     assert approval.status == "denied"
 
