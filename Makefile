@@ -37,6 +37,8 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/warrant
 TEST_REDIS_PORT ?= 6399
 
 test: install-test
+	$(PY) -m ruff check .
+	DJANGO_DEBUG=1 $(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory test-services
 

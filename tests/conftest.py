@@ -50,6 +50,12 @@ def compliance(demo):
 
 
 @pytest.fixture
+def admin(demo):
+    """The governance admin (also a superuser)."""
+    return _client("admin")
+
+
+@pytest.fixture
 def outsider(demo):
     """Logged in, in no role at all."""
     get_user_model().objects.create_user("outsider", password="x")

@@ -1,7 +1,6 @@
 """Agents over the API: drafts, publishing, immutable versions, who may do what."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from agents.models import AgentVersion
@@ -13,13 +12,6 @@ NEW_AGENT = {
     "slug": "helpdesk", "name": "Helpdesk", "instructions": "Answer support questions.",
     "model_profile": "scripted", "tools": ["list_open_tickets", "get_account"],
 }
-
-
-@pytest.fixture
-def admin(demo):
-    client = APIClient()
-    client.force_authenticate(get_user_model().objects.get(username="admin"))
-    return client
 
 
 def error(response) -> dict:

@@ -3,8 +3,6 @@
 import json
 
 import pytest
-from django.contrib.auth import get_user_model
-from rest_framework.test import APIClient
 
 from agents.models import ModelProfile
 
@@ -14,13 +12,6 @@ LOCAL = {
     "name": "local-llama", "backend": "scripted", "base_url": "http://127.0.0.1:8080/v1", "model": "llama-3-8b",
     "api_key_env": "LOCAL_LLAMA_KEY", "connect_timeout": 2, "read_timeout": 30, "max_retries": 1,
 }
-
-
-@pytest.fixture
-def admin(demo):
-    client = APIClient()
-    client.force_authenticate(get_user_model().objects.get(username="admin"))
-    return client
 
 
 def error(response) -> dict:

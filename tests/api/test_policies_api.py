@@ -1,7 +1,6 @@
 """The policy API: CRUD through the services (history written), strict input, roles, the dry run."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from agents.models import Agent, ModelProfile
@@ -14,13 +13,6 @@ GUARD = {
     "name": "no-drops", "type": "intent_guard", "priority": 20,
     "keywords": ["drop", "truncate"], "response": "I can't change the schema.",
 }
-
-
-@pytest.fixture
-def admin(demo):
-    client = APIClient()
-    client.force_authenticate(get_user_model().objects.get(username="admin"))
-    return client
 
 
 def policy_id(name: str) -> int:

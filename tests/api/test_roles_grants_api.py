@@ -1,21 +1,12 @@
 """Roles and tool grants over the API: reads for anyone with a role, writes for governance admins."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from rest_framework.test import APIClient
 
 from agents.models import Tool
 from governance.models import ToolGrant
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin(demo):
-    client = APIClient()
-    client.force_authenticate(get_user_model().objects.get(username="admin"))
-    return client
 
 
 def by_name(response) -> dict:

@@ -1,8 +1,6 @@
 """Skills over the API: import from SKILL.md text, replace (version bump), retire; strict input."""
 
 import pytest
-from django.contrib.auth import get_user_model
-from rest_framework.test import APIClient
 
 from skills.models import Skill
 
@@ -17,13 +15,6 @@ allowed-tools: [calculator]
 
 1. Call `calculator`.
 """
-
-
-@pytest.fixture
-def admin(demo):
-    client = APIClient()
-    client.force_authenticate(get_user_model().objects.get(username="admin"))
-    return client
 
 
 def create(client, **body):

@@ -1,21 +1,12 @@
 """The tool registry over the API: read by anyone with a role, switched on and off by admins."""
 
 import pytest
-from django.contrib.auth import get_user_model
-from rest_framework.test import APIClient
 
 from agents.models import Tool
 from runs.context import visible_tools
 from runs.models import Run
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin(demo):
-    client = APIClient()
-    client.force_authenticate(get_user_model().objects.get(username="admin"))
-    return client
 
 
 def error(response) -> dict:
