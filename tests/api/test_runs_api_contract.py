@@ -155,3 +155,19 @@ def test_the_schema_and_its_viewer_are_served_without_a_cdn(operator):
     assert schema.status_code == 200 and schema.json()["openapi"].startswith("3.")
     docs = operator.get("/api/v1/docs/").content.decode()
     assert "swagger-ui" in docs and "cdn" not in docs.lower() and "https://" not in docs
+
+
+@pytest.mark.parametrize("query", ["limit=0", "limit=201", "limit=abc", "offset=-1", "offset=null",
+                                   "offset=99999999999999999999", "offset=1&offset=2", "limit=%C2%B2"])
+def test_pagination_parameters_it_cannot_honour_are_refused(compliance, query):
+    response = compliance.get(f"/api/v1/runs/?{query}")
+    assert response.status_code == 400, response.content
+    assert set(response.json()["error"]["details"]) <= {"limit", "offset"}
+
+
+def test_every_operation_documents_its_error_answers(compliance):
+    schema = compliance.get("/api/v1/schema/?format=json").json()
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            for status in ("400", "401", "403", "404", "429", "503"):
+                assert status in operation["responses"], (method, path, status)
