@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 
+from agents.admin import ReadOnlyAdmin
 from governance import engine, services
 from governance.models import Policy, PolicyVersion, Role, ToolGrant
 from governance.selectors import policy_spec
@@ -81,19 +82,10 @@ class PolicyAdmin(admin.ModelAdmin):
 
 
 @admin.register(PolicyVersion)
-class PolicyVersionAdmin(admin.ModelAdmin):
+class PolicyVersionAdmin(ReadOnlyAdmin):
     list_display = ["policy_name", "version", "action", "changed_by", "changed_at"]
     list_filter = ["action"]
     readonly_fields = [f.name for f in PolicyVersion._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(ToolGrant)
