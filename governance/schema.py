@@ -37,7 +37,12 @@ ERRORS = {
 
 
 def document_errors(result, generator, request, public):
-    result.setdefault("components", {}).setdefault("schemas", {})["ErrorResponse"] = ERROR_SCHEMA
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    for name, schema in schemas.items():
+        # Request bodies are strict (governance.api_fields): say so, so clients and fuzzers know.
+        if name.endswith("Request") and schema.get("type") == "object" and "properties" in schema:
+            schema.setdefault("additionalProperties", False)
+    schemas["ErrorResponse"] = ERROR_SCHEMA
     reference = {"$ref": "#/components/schemas/ErrorResponse"}
     for operations in result.get("paths", {}).values():
         for operation in operations.values():

@@ -120,7 +120,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "governance.pagination.StrictLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "governance.api_errors.exception_handler",
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_FILTER_BACKENDS": ["governance.filters.StrictFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_RATES": {
         "run_create": os.environ.get("WARRANT_THROTTLE_RUN_CREATE", "60/min"),

@@ -18,6 +18,12 @@ from runs.models import ApprovalRequest, Run, RunEvent
 from runs.throttles import PostThrottle
 
 
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": 128}, OpenApiParameter.HEADER,
+    description="Makes the request safe to retry: the same key and body get the stored response.",
+)
+
+
 class PendingApprovalSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     tool = serializers.CharField()
@@ -112,7 +118,7 @@ class RunListCreateApi(ListAPIView):
         return super().get(request, *args, **kwargs)
 
     @extend_schema(operation_id="runs_create", request=RunStartInputSerializer,
-                   parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+                   parameters=[IDEMPOTENCY_KEY],
                    responses={201: RunOutputSerializer, 200: RunOutputSerializer})
     @idempotent
     def post(self, request):
@@ -219,7 +225,7 @@ class ApprovalDecideApi(GenericAPIView):
         idempotency_key = serializers.CharField(max_length=128, required=False)
 
     @extend_schema(request=ApprovalDecisionInputSerializer, responses={200: ApprovalOutputSerializer},
-                   parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)])
+                   parameters=[IDEMPOTENCY_KEY])
     @idempotent
     def post(self, request, approval_id):
         serializer = self.ApprovalDecisionInputSerializer(data=request.data)

@@ -9,6 +9,8 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import renderers, serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.generics import GenericAPIView, ListAPIView
 from rest_framework.response import Response
 
@@ -17,6 +19,7 @@ from runs.models import Receipt, Run
 from runs.receipts import receipt_verify
 
 EXPORT_LIMIT = 10_000
+EXPORT_FORMATS = ("jsonl", "csv")
 CSV_COLUMNS = ["seq", "id", "run_id", "created_at", "status", "agent", "caller", "hash", "prev_hash"]
 
 
@@ -120,16 +123,27 @@ class CSVRenderer(renderers.BaseRenderer):
         return out.getvalue().encode()
 
 
+class ExportNegotiation(DefaultContentNegotiation):
+    """`format` picks the renderer and is required: a missing or unknown one is a 400, not a 404."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        values = request.query_params.getlist("format")
+        if len(values) != 1 or values[0] not in EXPORT_FORMATS:
+            raise ValidationError({"format": [f"Give format once: {' or '.join(EXPORT_FORMATS)}."]})
+        return super().select_renderer(request, renderers, format_suffix)
+
+
 class ReceiptExportApi(_Receipts, GenericAPIView):
     """Export receipts as JSON lines (each line the canonical body with its chain fields) or CSV."""
 
     serializer_class = ReceiptOutputSerializer
     filterset_class = ReceiptFilter
-    renderer_classes = [JSONLinesRenderer, CSVRenderer, renderers.JSONRenderer]
+    renderer_classes = [renderers.JSONRenderer, JSONLinesRenderer, CSVRenderer]  # JSON first: errors render as JSON
+    content_negotiation_class = ExportNegotiation
 
     @extend_schema(operation_id="receipts_export", responses={(200, "application/x-ndjson"): OpenApiTypes.STR,
                                                               (200, "text/csv"): OpenApiTypes.STR},
-                   parameters=[OpenApiParameter("format", str, enum=["jsonl", "csv"])])
+                   parameters=[OpenApiParameter("format", str, enum=list(EXPORT_FORMATS), required=True)])
     def get(self, request):
         receipts = self.filter_queryset(self.get_queryset())[:EXPORT_LIMIT]
         if request.accepted_renderer.format == "csv":

@@ -11,6 +11,9 @@ from runs.demo import demo_load
 
 # The durability suite needs PostgreSQL and a broker; `make test` runs it as a second pass.
 collect_ignore = [] if os.environ.get("DATABASE_URL", "").startswith("postgres") else ["services"]
+# The fuzzing pass starts its own server and takes minutes: `make test` runs it on its own.
+if not os.environ.get("WARRANT_FUZZ"):
+    collect_ignore.append("fuzz")
 
 
 @pytest.fixture(scope="session")

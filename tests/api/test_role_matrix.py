@@ -175,6 +175,7 @@ BODIES = {
 
 # Error codes of our one error body, by status.
 ERROR_CODES = {401: {"not_authenticated"}, 403: {"permission_denied", "forbidden"}, 404: {"not_found"}}
+QUERIES = {("GET", "receipts/export/"): "?format=jsonl"}  # the export requires its format
 NOT_JSON = {("GET", "schema/"), ("GET", "docs/"), ("GET", "receipts/export/")}  # YAML; HTML viewer; JSON lines
 
 
@@ -258,7 +259,8 @@ class World:
     def url(self, method: str, route: str) -> str:
         names = [field for _, field, _, _ in string.Formatter().parse(route) if field]
         targets = TARGETS.get(route.split("/")[0], {}) | TARGET_OVERRIDES.get((method, route), {})
-        return API + route.format(**{name: getattr(self, targets[name]) for name in names})
+        url = API + route.format(**{name: getattr(self, targets[name]) for name in names})
+        return url + QUERIES.get((method, route), "")
 
 
 @pytest.fixture

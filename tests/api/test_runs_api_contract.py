@@ -171,3 +171,21 @@ def test_every_operation_documents_its_error_answers(compliance):
         for method, operation in operations.items():
             for status in ("400", "401", "403", "404", "429", "503"):
                 assert status in operation["responses"], (method, path, status)
+
+
+@pytest.mark.parametrize("query", ["status=", "status=succeeded&status=failed", "agent="])
+def test_filters_it_cannot_apply_are_refused(compliance, query):
+    response = compliance.get(f"/api/v1/runs/?{query}")
+    assert response.status_code == 400, response.content
+
+
+def test_a_boolean_filter_takes_true_or_false_only(admin):
+    assert admin.get("/api/v1/tools/?enabled=null").status_code == 400
+    assert admin.get("/api/v1/tools/?enabled=false").json()["count"] == 0
+
+
+@pytest.mark.parametrize("query", ["", "?format=", "?format=xml", "?format=csv&format=jsonl"])
+def test_the_export_needs_one_known_format(compliance, query):
+    response = compliance.get(f"/api/v1/receipts/export/{query}")
+    assert response.status_code == 400 and response["Content-Type"] == "application/json"
+    assert "format" in response.json()["error"]["details"]

@@ -1,0 +1,31 @@
+"""A filter backend that refuses what it cannot apply, instead of quietly ignoring it.
+
+django-filter drops an empty value, a repeated parameter or an unreadable boolean and returns
+the unfiltered list, which a client reads as an answer to the question it asked.
+"""
+
+import django_filters
+from django_filters.rest_framework import DjangoFilterBackend
+from rest_framework.exceptions import ValidationError
+
+BOOLEANS = {"true", "false"}
+
+
+class StrictFilterBackend(DjangoFilterBackend):
+    def get_filterset(self, request, queryset, view):
+        filterset = super().get_filterset(request, queryset, view)
+        if filterset is not None:
+            problems = {}
+            for name, declared in filterset.filters.items():
+                values = request.query_params.getlist(name)
+                if not values:
+                    continue
+                if len(values) > 1:
+                    problems[name] = ["Give this parameter once."]
+                elif values[0] == "":
+                    problems[name] = ["An empty value filters nothing; leave the parameter out instead."]
+                elif isinstance(declared, django_filters.BooleanFilter) and values[0] not in BOOLEANS:
+                    problems[name] = ["Use true or false."]
+            if problems:
+                raise ValidationError(problems)
+        return filterset
