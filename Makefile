@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run test test-services install install-test demo token clean
+.PHONY: run test test-services fuzz install install-test demo token clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,12 @@ test: install-test
 
 test-services: install-test
 	DATABASE_URL=$(PG_URL) CELERY_BROKER_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 $(PY) -m pytest tests/services
+
+# Schemathesis against a live server (gunicorn on loopback, a throwaway SQLite database), as two
+# personas with a peer for object-level authorization. Reports land in var/fuzz-results/.
+# Not yet part of `make test`: it still reports failures (see the open API issue).
+fuzz: install-test
+	$(PY) tests/fuzz/run_schemathesis.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache
