@@ -88,10 +88,12 @@ class _AgentFields(StrictSerializer):
         child=serializers.SlugField(max_length=64), max_length=200, required=False, help_text="Tool names."
     )
     output_schema = serializers.JSONField(allow_null=True, required=False, validators=[_check_json_schema])
-    max_turns = serializers.IntegerField(min_value=1, required=False)
-    max_tool_calls = serializers.IntegerField(min_value=1, required=False)
-    max_tokens = serializers.IntegerField(min_value=1, required=False)
-    deadline_seconds = serializers.IntegerField(min_value=1, required=False)
+    # Upper bounds keep budgets meaningful and inside every database's integer range (and
+    # `timedelta`'s: an unbounded deadline overflowed when a run started).
+    max_turns = serializers.IntegerField(min_value=1, max_value=1_000, required=False)
+    max_tool_calls = serializers.IntegerField(min_value=1, max_value=10_000, required=False)
+    max_tokens = serializers.IntegerField(min_value=1, max_value=100_000_000, required=False)
+    deadline_seconds = serializers.IntegerField(min_value=1, max_value=30 * 24 * 3600, required=False)
 
 
 class AgentVersionOutputSerializer(serializers.ModelSerializer):

@@ -6,6 +6,7 @@ from django.db import transaction
 
 from agents.models import Agent, Tool
 from governance import engine
+from governance.api_errors import NotFound
 from governance.models import Policy, PolicyVersion, ToolGrant
 from governance.selectors import policy_spec, policy_values
 
@@ -62,7 +63,9 @@ def policy_create(*, values: dict, user=None) -> Policy:
 
 @transaction.atomic
 def policy_update(*, policy: Policy, values: dict, user=None) -> Policy:
-    policy = Policy.objects.select_for_update().get(pk=policy.pk)
+    policy = Policy.objects.select_for_update().filter(pk=policy.pk).first()
+    if policy is None:  # deleted while this request was on its way
+        raise NotFound("no such policy")
     before = policy_values(policy)
     agents = _apply(policy, values)
     _validate(policy, agents)

@@ -2,7 +2,6 @@
 
 import django_filters
 from django.shortcuts import get_object_or_404
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView, ListAPIView
@@ -74,7 +73,7 @@ class RunOutputSerializer(serializers.ModelSerializer):
         approval = selectors.pending_approval(run)
         return PendingApprovalSerializer(approval).data if approval else None
 
-    @extend_schema_field(OpenApiTypes.UUID)
+    @extend_schema_field(serializers.UUIDField(allow_null=True))
     def get_receipt_id(self, run: Run) -> str | None:
         receipt = getattr(run, "receipt", None) if run.is_terminal else None
         return str(receipt.id) if receipt else None

@@ -154,3 +154,8 @@ def test_agents_are_never_deleted(admin):
     assert response.status_code == 405
     assert error(response)["code"] == "method_not_allowed"
     assert admin.get("/api/v1/agents/crm-assistant/").status_code == 200
+
+
+def test_budgets_have_upper_bounds(admin):
+    response = admin.patch("/api/v1/agents/crm-assistant/", {"deadline_seconds": 10**12}, format="json")
+    assert response.status_code == 400 and "deadline_seconds" in response.json()["error"]["details"]
