@@ -121,6 +121,9 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "governance.api_errors.exception_handler",
     "DEFAULT_FILTER_BACKENDS": ["governance.filters.StrictFilterBackend"],
+    # JSON in: form and multipart bodies cannot say null or carry lists, so they are refused (415).
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_RATES": {
         "run_create": os.environ.get("WARRANT_THROTTLE_RUN_CREATE", "60/min"),

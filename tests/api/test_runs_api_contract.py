@@ -189,3 +189,10 @@ def test_the_export_needs_one_known_format(compliance, query):
     response = compliance.get(f"/api/v1/receipts/export/{query}")
     assert response.status_code == 400 and response["Content-Type"] == "application/json"
     assert "format" in response.json()["error"]["details"]
+
+
+def test_a_form_encoded_body_is_refused_as_unsupported(operator):
+    response = operator.post("/api/v1/runs/", "agent=crm-assistant&input=hi",
+                             content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 415 and response.json()["error"]["code"] == "unsupported_media_type"
+    assert Run.objects.count() == 0
