@@ -1,6 +1,5 @@
 """Reads of the policy domain, shaped for the pure engine."""
 
-from django.contrib.auth.models import Group
 
 from governance.engine import PolicySpec
 from governance.models import Policy, ToolGrant
@@ -59,7 +58,3 @@ def granted_tool_names(*, role_names: list[str]) -> set[str]:
 
 def user_role_names(user) -> list[str]:
     return sorted(user.groups.values_list("name", flat=True))
-
-
-def role_exists(name: str) -> bool:
-    return Group.objects.filter(name=name).exists()

@@ -27,7 +27,7 @@ from governance.api_errors import Conflict, DomainError, Forbidden, NotFound, Un
 from governance.engine import snapshot_sha256
 from governance.selectors import granted_tool_names, policy_specs, user_role_names
 from runs import harness
-from runs.models import ApprovalRequest, Receipt, Run, RunEvent
+from runs.models import ApprovalRequest, Run, RunEvent
 from runs.outbox import side_effect_execute
 from runs.receipts import receipt_seal
 from runs.states import TERMINAL, ErrorCode, RunStatus, check_transition
@@ -408,17 +408,11 @@ def run_cancel(*, run: Run, user) -> Run:
         run = Run.objects.select_for_update().get(id=run.id)
         if run.status in TERMINAL:
             raise Conflict(f"the run already ended: {run.status}", details={"status": run.status})
-        if run.status == RunStatus.RUNNING:
-            # The worker owns the run; it stops at the next step boundary and seals the receipt.
-            Run.objects.filter(id=run.id).update(cancel_requested=True)
-            _event(run, "cancel_requested", {"by": user.get_username()})
-        else:
-            Run.objects.filter(id=run.id).update(cancel_requested=True)
-            _event(run, "cancel_requested", {"by": user.get_username()})
+        Run.objects.filter(id=run.id).update(cancel_requested=True)
+        _event(run, "cancel_requested", {"by": user.get_username()})
+        # A running run is owned by its worker: it stops at the next step boundary and seals the
+        # receipt itself. A queued or parked one ends here.
+        if run.status != RunStatus.RUNNING:
             _finish(run, harness.Finish(RunStatus.CANCELLED, message=f"cancelled by {user.get_username()}"))
     run.refresh_from_db()
     return run
-
-
-def receipt_for(run: Run) -> Receipt | None:
-    return Receipt.objects.filter(run=run).first()
