@@ -15,7 +15,7 @@ from rest_framework.response import Response
 
 from agents import services
 from agents.models import Agent, AgentVersion, ModelProfile, Tool
-from governance.api_fields import StrictSerializer
+from governance.api_fields import StrictSerializer, UniqueListField
 from governance.permissions import IsGovernanceAdmin, ReadAnyRoleWriteGovernanceAdmin
 
 
@@ -65,6 +65,11 @@ class AgentOutputSerializer(serializers.ModelSerializer):
         ]
 
 
+@extend_schema_field({"type": "object", "additionalProperties": True, "nullable": True})
+class JsonSchemaField(serializers.JSONField):
+    """A JSON Schema document: an object, or null for none."""
+
+
 def _check_json_schema(value):
     if value is None:
         return value
@@ -87,7 +92,7 @@ class _AgentFields(StrictSerializer):
     tools = serializers.ListField(
         child=serializers.SlugField(max_length=64), max_length=200, required=False, help_text="Tool names."
     )
-    output_schema = serializers.JSONField(allow_null=True, required=False, validators=[_check_json_schema])
+    output_schema = JsonSchemaField(allow_null=True, required=False, validators=[_check_json_schema])
     # Upper bounds keep budgets meaningful and inside every database's integer range (and
     # `timedelta`'s: an unbounded deadline overflowed when a run started).
     max_turns = serializers.IntegerField(min_value=1, max_value=1_000, required=False)
@@ -287,7 +292,7 @@ class _ModelProfileFields(StrictSerializer):
     connect_timeout = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
     read_timeout = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
     max_retries = serializers.IntegerField(min_value=0, max_value=10, required=False)
-    fallbacks = serializers.ListField(
+    fallbacks = UniqueListField(
         child=serializers.SlugField(max_length=64), max_length=10, required=False,
         help_text="Ordered names of existing profiles to try next; no self reference, no cycles.",
     )

@@ -7,6 +7,7 @@ from django.db import IntegrityError, transaction
 
 from agents.backends import backend_class
 from agents.models import Agent, AgentVersion, ModelProfile, Tool
+from governance.api_errors import Conflict
 
 
 def agent_spec(agent: Agent) -> dict:
@@ -84,13 +85,17 @@ def _agent_apply(agent: Agent, values: dict) -> list[Tool] | None:
 
 
 def _save_new(obj, *, key: str, exclude: list[str] | None = None) -> None:
+    """Insert a row named by `key`; a name already taken is a conflict (409), not bad input."""
+    value = getattr(obj, key)
+    taken = Conflict(f"a {obj._meta.verbose_name} with {key} {value!r} already exists", details={key: value})
+    if type(obj).objects.filter(**{key: value}).exists():
+        raise taken
     obj.full_clean(exclude=exclude)
     try:
         with transaction.atomic():
             obj.save()
     except IntegrityError:
-        # Lost a race with a concurrent create of the same key: the answer full_clean gives.
-        raise ValidationError({key: "Already exists."}) from None
+        raise taken from None  # lost a race with a concurrent create of the same name
 
 
 @transaction.atomic

@@ -1,8 +1,18 @@
-"""OpenAPI post-processing: every operation documents the error answers it can give.
+"""The OpenAPI schema says everything the server enforces, so clients and fuzzers can rely on it.
 
-Whatever the view, routing, authentication, throttling and body limits can answer with these
-statuses, always in the one error shape of governance.api_errors.
+- Every operation documents the error answers it can give: whatever the view, routing,
+  authentication, throttling and body limits can answer with these statuses, always in the one
+  error shape of governance.api_errors.
+- Request bodies are closed (governance.api_fields refuses unknown fields).
+- A text field that is trimmed and may not be blank needs a non-space character, not just a
+  length of one; a list that refuses repeats says so.
+- Query filters refuse an empty value (governance.filters), so their strings have a minimum length.
 """
+
+from drf_spectacular.openapi import AutoSchema
+from rest_framework import serializers
+
+from governance.api_fields import UniqueListField, has_text
 
 ERROR_SCHEMA = {
     "type": "object",
@@ -36,7 +46,31 @@ ERRORS = {
 }
 
 
+class WarrantAutoSchema(AutoSchema):
+    def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        if (
+            direction == "request" and isinstance(field, serializers.CharField) and not field.allow_blank
+            and (field.trim_whitespace or has_text in field.validators)
+            and schema.get("type") == "string" and not {"pattern", "enum", "format"} & schema.keys()
+        ):
+            schema["pattern"] = r"\S"
+        if isinstance(field, UniqueListField):
+            schema["uniqueItems"] = True
+        return schema
+
+
+def _filters_need_a_value(result) -> None:
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                schema = parameter.get("schema", {})
+                if parameter.get("in") == "query" and schema.get("type") == "string" and "enum" not in schema:
+                    schema.setdefault("minLength", 1)
+
+
 def document_errors(result, generator, request, public):
+    _filters_need_a_value(result)
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     for name, schema in schemas.items():
         # Request bodies are strict (governance.api_fields): say so, so clients and fuzzers know.

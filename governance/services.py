@@ -61,11 +61,17 @@ def policy_create(*, values: dict, user=None) -> Policy:
     return policy
 
 
+def _locked(policy: Policy) -> Policy:
+    """The policy re-read under a row lock: a twin request may have deleted it meanwhile."""
+    policy = Policy.objects.select_for_update().filter(pk=policy.pk).first()
+    if policy is None:
+        raise NotFound("no such policy")
+    return policy
+
+
 @transaction.atomic
 def policy_update(*, policy: Policy, values: dict, user=None) -> Policy:
-    policy = Policy.objects.select_for_update().filter(pk=policy.pk).first()
-    if policy is None:  # deleted while this request was on its way
-        raise NotFound("no such policy")
+    policy = _locked(policy)
     before = policy_values(policy)
     agents = _apply(policy, values)
     _validate(policy, agents)
@@ -86,6 +92,7 @@ def policy_update(*, policy: Policy, values: dict, user=None) -> Policy:
 
 @transaction.atomic
 def policy_delete(*, policy: Policy, user=None) -> None:
+    policy = _locked(policy)
     PolicyVersion.objects.create(
         policy=policy, policy_name=policy.name, version=policy.version + 1,
         action=PolicyVersion.Action.DELETE, old_values=policy_values(policy), new_values=None, changed_by=user,

@@ -124,7 +124,7 @@ REST_FRAMEWORK = {
     # JSON in: form and multipart bodies cannot say null or carry lists, so they are refused (415).
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "governance.schema.WarrantAutoSchema",
     "DEFAULT_THROTTLE_RATES": {
         "run_create": os.environ.get("WARRANT_THROTTLE_RUN_CREATE", "60/min"),
         "approval_decide": os.environ.get("WARRANT_THROTTLE_APPROVAL_DECIDE", "120/min"),

@@ -9,7 +9,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from governance.api_errors import Forbidden
-from governance.api_fields import StrictSerializer
+from governance.api_fields import StrictSerializer, has_text
 from governance.permissions import CanStartRuns
 from runs import selectors, services
 from runs.idempotency import idempotent
@@ -96,7 +96,7 @@ class RunListCreateApi(ListAPIView):
 
     class RunStartInputSerializer(StrictSerializer):
         agent = serializers.SlugField(max_length=64)
-        input = serializers.CharField(max_length=services.MAX_INPUT_CHARS, trim_whitespace=False)
+        input = serializers.CharField(max_length=services.MAX_INPUT_CHARS, trim_whitespace=False, validators=[has_text])
         idempotency_key = serializers.CharField(max_length=128, required=False)
 
     serializer_class = RunOutputSerializer

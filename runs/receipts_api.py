@@ -123,6 +123,17 @@ class CSVRenderer(renderers.BaseRenderer):
         return out.getvalue().encode()
 
 
+class ExportResponse(Response):
+    """An export keeps its Content-Type when it is empty (DRF drops it from an empty body)."""
+
+    @property
+    def rendered_content(self):
+        content = super().rendered_content
+        if not content:
+            self["Content-Type"] = self.accepted_renderer.media_type
+        return content
+
+
 class ExportNegotiation(DefaultContentNegotiation):
     """`format` picks the renderer and is required: a missing or unknown one is a 400, not a 404."""
 
@@ -153,4 +164,4 @@ class ReceiptExportApi(_Receipts, GenericAPIView):
             data = [json.dumps({"id": str(r.id), "seq": r.seq, "prev_hash": r.prev_hash, "hash": r.hash,
                                 "body": json.loads(r.body)}, sort_keys=True, ensure_ascii=False) for r in receipts]
         filename = f"warrant-receipts.{request.accepted_renderer.format}"
-        return Response(data, headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+        return ExportResponse(data, headers={"Content-Disposition": f'attachment; filename="{filename}"'})

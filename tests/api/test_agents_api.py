@@ -38,10 +38,11 @@ def test_it_creates_a_draft_that_has_no_version_until_published(admin):
     assert admin.get("/api/v1/agents/helpdesk/versions/").json()["count"] == 0
 
 
-def test_it_refuses_a_duplicate_slug(admin):
+def test_a_duplicate_slug_is_a_conflict(admin):
     response = admin.post("/api/v1/agents/", NEW_AGENT | {"slug": "crm-assistant"}, format="json")
-    assert response.status_code == 400
-    assert "slug" in error(response)["details"]
+    assert response.status_code == 409
+    assert error(response)["code"] == "conflict"
+    assert error(response)["details"] == {"slug": "crm-assistant"}
 
 
 def test_publish_freezes_the_draft_and_twice_without_change_returns_the_same_version(admin):
@@ -159,3 +160,11 @@ def test_agents_are_never_deleted(admin):
 def test_budgets_have_upper_bounds(admin):
     response = admin.patch("/api/v1/agents/crm-assistant/", {"deadline_seconds": 10**12}, format="json")
     assert response.status_code == 400 and "deadline_seconds" in response.json()["error"]["details"]
+
+
+def test_the_schema_says_an_output_schema_is_an_object_or_null(admin):
+    schema = admin.get("/api/v1/schema/?format=json").json()["components"]["schemas"]
+    field = schema["AgentCreateRequest"]["properties"]["output_schema"]
+    assert field["type"] == "object" and field["nullable"] is True
+    response = admin.patch("/api/v1/agents/crm-assistant/", {"output_schema": None}, format="json")
+    assert response.status_code == 200 and response.json()["output_schema"] is None

@@ -107,10 +107,11 @@ def test_patch_changes_only_what_it_names(admin):
     assert response.json()["read_timeout"] == 90 and response.json()["model"] == "llama-3-8b"
 
 
-def test_a_duplicate_name_is_refused(admin):
+def test_a_duplicate_name_is_a_conflict(admin):
     response = create(admin, name="scripted")
-    assert response.status_code == 400
-    assert "name" in error(response)["details"]
+    assert response.status_code == 409
+    assert error(response)["code"] == "conflict"
+    assert error(response)["details"] == {"name": "scripted"}
 
 
 def test_only_governance_admins_write(operator, compliance):
@@ -129,3 +130,19 @@ def test_someone_without_a_role_reads_nothing(outsider):
 def test_an_unknown_profile_is_404(admin):
     assert admin.get("/api/v1/model-profiles/ghost/").status_code == 404
     assert admin.patch("/api/v1/model-profiles/ghost/", {"model": "x"}, format="json").status_code == 404
+
+
+def test_a_fallback_named_twice_is_refused_and_the_schema_says_items_are_unique(admin):
+    create(admin, name="spare")
+    response = create(admin, fallbacks=["spare", "spare"])
+    assert response.status_code == 400 and "fallbacks" in error(response)["details"]
+    assert not ModelProfile.objects.filter(name="local-llama").exists()
+    schema = admin.get("/api/v1/schema/?format=json").json()["components"]["schemas"]
+    assert schema["ModelProfileCreateRequest"]["properties"]["fallbacks"]["uniqueItems"] is True
+
+
+def test_a_number_where_text_is_declared_is_refused(admin):
+    response = create(admin, model=4.5)
+    assert response.status_code == 400 and set(error(response)["details"]) == {"model"}
+    response = create(admin, fallbacks=[7])
+    assert response.status_code == 400 and set(error(response)["details"]) == {"fallbacks"}

@@ -196,3 +196,32 @@ def test_a_form_encoded_body_is_refused_as_unsupported(operator):
                              content_type="application/x-www-form-urlencoded")
     assert response.status_code == 415 and response.json()["error"]["code"] == "unsupported_media_type"
     assert Run.objects.count() == 0
+
+
+def test_an_empty_export_still_says_what_it_is(compliance):
+    response = compliance.get("/api/v1/receipts/export/?format=jsonl")
+    assert response.status_code == 200 and response.content == b""
+    assert response["Content-Type"] == "application/x-ndjson"
+
+
+@pytest.mark.parametrize("body", [{"agent": "crm-assistant", "input": 4.5},
+                                  {"agent": 12, "input": "List all accounts."}])
+def test_a_number_is_not_text(operator, body):
+    response = operator.post("/api/v1/runs/", body, format="json")
+    assert response.status_code == 400, response.content
+    assert list(response.json()["error"]["details"]) == [next(k for k, v in body.items() if not isinstance(v, str))]
+    assert Run.objects.count() == 0
+
+
+@pytest.mark.parametrize("text", [" ", "\u000b", "\n\t "])
+def test_text_of_only_spaces_is_refused_and_the_schema_says_so(operator, text):
+    response = operator.post("/api/v1/runs/", {"agent": "crm-assistant", "input": text}, format="json")
+    assert response.status_code == 400 and "input" in response.json()["error"]["details"]
+    schema = operator.get("/api/v1/schema/?format=json").json()
+    assert schema["components"]["schemas"]["RunStartInputRequest"]["properties"]["input"]["pattern"] == r"\S"
+
+
+def test_query_filters_document_that_they_need_a_value(compliance):
+    schema = compliance.get("/api/v1/schema/?format=json").json()
+    parameters = {p["name"]: p["schema"] for p in schema["paths"]["/api/v1/runs/"]["get"]["parameters"]}
+    assert parameters["agent"]["minLength"] == 1 and parameters["caller"]["minLength"] == 1

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from governance.models import Policy, PolicyVersion
 from governance.selectors import policy_values
+from governance.api_errors import NotFound
 from governance.services import policy_create, policy_delete, policy_update
 
 pytestmark = pytest.mark.django_db
@@ -114,6 +115,17 @@ def test_deleting_a_policy_keeps_its_history_with_who_and_what_was_lost(admin, a
     assert (gone.changed_by, gone.old_values, gone.new_values) == (approver_user, last, None)
     assert all(r.policy is None for r in rows)
 
+
+
+def test_a_second_delete_of_the_same_policy_is_not_found_and_writes_no_history(admin):
+    # Two requests each loaded the policy before either deleted it: the later one must not
+    # answer as if it had deleted something, nor record a second deletion.
+    first = policy_create(values=GUARD, user=admin)
+    stale = Policy.objects.get(pk=first.pk)
+    policy_delete(policy=first, user=admin)
+    with pytest.raises(NotFound):
+        policy_delete(policy=stale, user=admin)
+    assert [(r.action, r.version) for r in history("no-drops")] == [("create", 1), ("delete", 2)]
 
 INVALID = [
     pytest.param({**GUARD, "type": "mystery"}, id="unknown type"),
