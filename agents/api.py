@@ -282,8 +282,8 @@ class _ModelProfileFields(StrictSerializer):
     hints = {"api_key": _SECRET_HINT, "key": _SECRET_HINT, "secret": _SECRET_HINT}
 
     backend = serializers.CharField(max_length=255, help_text="'scripted' or the dotted path of a backend class.")
-    base_url = serializers.CharField(max_length=200, allow_blank=True, required=False,
-                                     validators=[services.HTTP_URL], help_text="http(s) only.")
+    base_url = serializers.RegexField(services.HTTP_URL_PATTERN, max_length=200, allow_blank=True, required=False,
+                                      help_text="http(s) URL of the model server; empty for none.")
     model = serializers.CharField(max_length=128)
     api_key_env = serializers.CharField(
         max_length=128, allow_blank=True, required=False, validators=[services.ENV_VAR_NAME],

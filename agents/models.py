@@ -54,7 +54,7 @@ class ModelProfile(models.Model):
     backend = models.CharField(
         max_length=255, default="scripted", help_text="'scripted' or the dotted path of a backend class."
     )
-    base_url = models.URLField(blank=True)
+    base_url = models.CharField(max_length=200, blank=True, help_text="http(s) URL of the model server.")
     model = models.CharField(max_length=128, default="scripted-1")
     api_key_env = models.CharField(max_length=128, blank=True, help_text="Name of the environment variable.")
     connect_timeout = models.FloatField(default=5.0)

@@ -2,7 +2,7 @@
 profiles and the tool registry."""
 
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator, URLValidator
+from django.core.validators import RegexValidator
 from django.db import IntegrityError, transaction
 
 from agents.backends import backend_class
@@ -42,7 +42,11 @@ def agent_publish(*, agent: Agent, user=None) -> tuple[AgentVersion, bool]:
 # --- drafts, profiles and the tool registry: writes from the API and the admin ---------------
 
 ENV_VAR_NAME = RegexValidator(r"^[A-Z_][A-Z0-9_]*\Z", "Must look like an environment variable name: A-Z, 0-9 and _.")
-HTTP_URL = URLValidator(schemes=["http", "https"], message="Must be an http:// or https:// URL.")
+# An http(s) URL with a host. Laxer than Django's URLValidator on purpose: model servers in a
+# private network are often reached by bare host names (http://ollama:11434/v1) it refuses.
+HTTP_URL_PATTERN = r"^https?://[^\s/?#@]+(?:[/?#]\S*)?$"
+HTTP_URL = RegexValidator(HTTP_URL_PATTERN, "Must be an http:// or https:// URL with a host, e.g. http://ollama:11434/v1.")
+
 MAX_TIMEOUT_SECONDS = 600.0
 
 _AGENT_FIELDS = (

@@ -9,7 +9,6 @@ carries a field the operation does not accept is refused, never silently ignored
 import django_filters
 from django.conf import settings
 from django.contrib.auth.models import Group
-from django.core.validators import RegexValidator
 from django.db.models import Count, ProtectedError, Q
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_view
@@ -387,9 +386,8 @@ class PolicyEvaluateApi(GenericAPIView):
 
 # --- roles ------------------------------------------------------------------------------
 
-ROLE_NAME = RegexValidator(
-    r"^[\w.@+-]+( [\w.@+-]+)*$", "Use letters, digits, single spaces and . @ + - _ only."
-)
+ROLE_NAME_PATTERN = r"^[\w.@+-]+( [\w.@+-]+)*$"
+ROLE_NAME_RULE = "Use letters, digits, single spaces and . @ + - _ only."
 
 
 def _roles():
@@ -424,7 +422,8 @@ class RoleListCreateApi(ListAPIView):
 
     class InputSerializer(StrictFieldsMixin, serializers.Serializer):
         read_only_names = frozenset({"id", "members", "tools", "approves"})
-        name = serializers.CharField(max_length=150, validators=[ROLE_NAME])
+        # A RegexField, so that the schema states the rule too.
+        name = serializers.RegexField(ROLE_NAME_PATTERN, max_length=150, error_messages={"invalid": ROLE_NAME_RULE})
 
         class Meta:
             ref_name = "RoleInput"

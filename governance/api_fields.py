@@ -19,7 +19,8 @@ class StrictFieldsMixin:
         if isinstance(data, Mapping):
             writable = {name for name, field in self.fields.items() if not field.read_only}
             refused = {key: [self._refusal(key)] for key in data if key not in writable}
-            refused |= {key: ["Not a valid string."] for key in data if key in writable and _not_text(self.fields[key], data[key])}
+            refused |= {key: [problem] for key in data
+                        if key in writable and (problem := _wrong_type(self.fields[key], data[key]))}
             if refused:
                 raise serializers.ValidationError(refused)
         return super().to_internal_value(data)
@@ -34,11 +35,24 @@ class StrictSerializer(StrictFieldsMixin, serializers.Serializer):
     pass
 
 
-def _not_text(field, value) -> bool:
-    """DRF's CharField turns 4.5 into "4.5"; a strict API refuses a number where text is declared."""
+def _wrong_type(field, value) -> str | None:
+    """DRF coerces: 4.5 becomes "4.5", 0 becomes false, "12" becomes 12. A strict API takes the
+    JSON type the schema declares."""
+    if value is None:
+        return None
     if isinstance(field, serializers.ListField) and isinstance(value, list):
-        return any(_not_text(field.child, item) for item in value)
-    return isinstance(field, serializers.CharField) and value is not None and not isinstance(value, str)
+        return next((problem for item in value if (problem := _wrong_type(field.child, item))), None)
+    if isinstance(field, serializers.CharField) and not isinstance(value, str):
+        return "Not a valid string."
+    if isinstance(field, serializers.BooleanField) and not isinstance(value, bool):
+        return "Must be true or false."
+    if isinstance(field, serializers.IntegerField) and (isinstance(value, bool) or not isinstance(value, int)):
+        return "Must be a whole number."
+    if isinstance(field, (serializers.FloatField, serializers.DecimalField)) and (
+        isinstance(value, bool) or not isinstance(value, (int, float))
+    ):
+        return "Must be a number."
+    return None
 
 
 def has_text(value: str) -> None:

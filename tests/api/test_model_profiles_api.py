@@ -146,3 +146,16 @@ def test_a_number_where_text_is_declared_is_refused(admin):
     assert response.status_code == 400 and set(error(response)["details"]) == {"model"}
     response = create(admin, fallbacks=[7])
     assert response.status_code == 400 and set(error(response)["details"]) == {"fallbacks"}
+
+
+@pytest.mark.parametrize("url", ["http://ollama:11434/v1", "http://127.0.0.1:8080/v1", "https://llm.corp.example/v1"])
+def test_a_base_url_may_name_a_bare_host_of_a_private_network(admin, url):
+    response = create(admin, base_url=url)
+    assert response.status_code == 201, response.content
+    assert response.json()["base_url"] == url
+
+
+@pytest.mark.parametrize("url", ["ftp://files.example/v1", "http://", "ollama:11434", "http://a b/", "http://user@host/"])
+def test_a_base_url_that_is_not_http_with_a_host_is_refused(admin, url):
+    response = create(admin, base_url=url)
+    assert response.status_code == 400 and set(error(response)["details"]) == {"base_url"}

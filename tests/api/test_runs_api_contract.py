@@ -225,3 +225,9 @@ def test_query_filters_document_that_they_need_a_value(compliance):
     schema = compliance.get("/api/v1/schema/?format=json").json()
     parameters = {p["name"]: p["schema"] for p in schema["paths"]["/api/v1/runs/"]["get"]["parameters"]}
     assert parameters["agent"]["minLength"] == 1 and parameters["caller"]["minLength"] == 1
+
+
+@pytest.mark.parametrize("value", [0, "false", 1])
+def test_a_boolean_is_true_or_false_not_a_lookalike(admin, value):
+    response = admin.patch("/api/v1/tools/calculator/", {"enabled": value}, format="json")
+    assert response.status_code == 400 and set(response.json()["error"]["details"]) == {"enabled"}

@@ -62,6 +62,7 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 PASSWORD = "warrant-demo"
 HOOKS_FLAG = "WARRANT_FUZZ_HOOKS"
+DROPS_FLAG = "WARRANT_FUZZ_DROPS"  # where the hooks log each failure they drop, and why
 
 # Failure code -> the Schemathesis check that reports it.
 CHECK_OF_CODE = {
@@ -162,6 +163,7 @@ BUSINESS_RULES = {
 # --- the Schemathesis hooks (this file is also the SCHEMATHESIS_HOOKS module) ------------
 
 if __name__ != "__main__" and os.environ.get(HOOKS_FLAG) == "1":
+    import jsonschema
     import schemathesis
 
     _sent_keys: set[str] = set()
@@ -190,14 +192,60 @@ if __name__ != "__main__" and os.environ.get(HOOKS_FLAG) == "1":
 
     @schemathesis.hook
     def filter_failure(context, failure, case, response):
-        """Keep every failure but a 400 refusing schema-valid data on a rule no schema can state."""
+        """Keep every failure but a 400 refusing data that was not schema-valid after all, or
+        that breaks a rule no schema can state."""
         if getattr(failure, "code", None) != "ST202" or response.status_code != 400:
             return True
+        operation = f"{case.operation.method.upper()} {case.operation.path}"
+        problem = _schema_violation(case)
+        if problem is not None:
+            _note_drop("case_violates_schema", operation, problem)
+            return False
         try:
             details = response.json()["error"]["details"]
         except (ValueError, KeyError, TypeError):
             return True
-        return not _only_business_rules(details)
+        if _only_business_rules(details):
+            _note_drop("business_rule", operation, json.dumps(details)[:300])
+            return False
+        return True
+
+    def _note_drop(reason: str, operation: str, detail: str) -> None:
+        path = os.environ.get(DROPS_FLAG)
+        if path:
+            with _sent_lock, open(path, "a") as out:
+                out.write(json.dumps({"reason": reason, "operation": operation, "detail": detail}) + "\n")
+
+    def _schema_violation(case) -> str | None:
+        """Why a JSON body reported as schema-valid is not, by the schema itself; None if it is.
+
+        Schemathesis' coverage phase can fall back to a loosened schema when it cannot build a
+        value for the whole body, and then sends values that break a `pattern` (a slug "ýß") as
+        positive cases. Re-checking the body against the declared schema with jsonschema tells
+        those apart from real refusals of valid data, which stay failures.
+        """
+        raw = case.operation.schema.raw_schema
+        operation = raw["paths"][case.operation.path][case.operation.method.lower()]
+        body_schema = (operation.get("requestBody") or {}).get("content", {}).get("application/json", {}).get("schema")
+        if body_schema is None or not isinstance(case.body, (dict, list)):
+            return None
+        document = {**_draft4(body_schema), "components": _draft4(raw.get("components", {}))}
+        error = jsonschema.exceptions.best_match(jsonschema.Draft4Validator(document).iter_errors(case.body))
+        return None if error is None else f"{'/'.join(map(str, error.absolute_path))}: {error.message}"[:300]
+
+    def _draft4(node):
+        """OpenAPI 3.0's `nullable` spelled as JSON Schema draft 4 (a null type, a null in an enum)."""
+        if isinstance(node, list):
+            return [_draft4(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        node = {key: _draft4(value) for key, value in node.items()}
+        if node.pop("nullable", False):
+            if "type" in node:
+                node["type"] = [node["type"], "null"]
+            if "enum" in node:
+                node["enum"] = [*node["enum"], None]
+        return node
 
     def _only_business_rules(details) -> bool:
         if not isinstance(details, dict) or not details:
@@ -361,7 +409,9 @@ def _schemathesis(*, base: str, persona: str, tokens: dict[str, str], peers: lis
     ]
     if args.seed is not None:
         command += ["--seed", str(args.seed)]
-    env = {**os.environ, "SCHEMATHESIS_HOOKS": str(Path(__file__).resolve()), HOOKS_FLAG: "1"}
+    report_dir.mkdir(parents=True, exist_ok=True)
+    drops = report_dir / "dropped.jsonl"
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": str(Path(__file__).resolve()), HOOKS_FLAG: "1", DROPS_FLAG: str(drops)}
     print(f"\n=== schemathesis as {persona}" + (f" (peers: {', '.join(peers)})" if len(peers) > 1 else "")
           + f": budget {command[command.index('--max-time') + 1]}s, all checks"
           + " (use_after_free off for GET skills/{name}/ only) ===", flush=True)
@@ -381,9 +431,17 @@ def _schemathesis(*, base: str, persona: str, tokens: dict[str, str], peers: lis
                 process.kill()
                 process.wait()
     summary = _read_report(report_dir / "report.json")
+    summary["dropped_by_reason"] = _drops_by_reason(drops)
     summary.update(persona=persona, exit_code=process.returncode, seconds=time.monotonic() - started,
                    log=str(report_dir.parent / f"schemathesis-{persona}.log"))
     return summary
+
+
+def _drops_by_reason(path: Path) -> Counter:
+    try:
+        return Counter(json.loads(line)["reason"] for line in path.read_text().splitlines() if line.strip())
+    except OSError:
+        return Counter()
 
 
 def _read_report(path: Path) -> dict:
@@ -421,7 +479,7 @@ def _print_pass(summary: dict) -> None:
     print(f"    operations tested: {summary['operations_tested']}/{summary['operations_selected']}"
           f" (errored: {summary['operations_errored']})")
     print(f"    test cases: {summary['test_cases']}, unique failures: {summary['unique_failures']},"
-          f" business-rule refusals dropped: {summary['dropped']}")
+          f" dropped: {summary['dropped']} ({_reasons(summary.get('dropped_by_reason'))})")
     print(f"    phases: {', '.join(f'{name} {status}' for name, status in summary['phases'].items())}")
     if not summary["failures"]:
         print("    failures by check: none")
@@ -433,6 +491,10 @@ def _print_pass(summary: dict) -> None:
     for name, items in summary["warnings"].items():
         if isinstance(items, list):
             print(f"    warning {name}: {len(items)} operation(s)")
+
+
+def _reasons(counts: Counter | None) -> str:
+    return ", ".join(f"{reason} {count}" for reason, count in sorted((counts or {}).items())) or "none"
 
 
 def _server_census(server: Server, tokens: dict[str, str]) -> tuple[Counter, list[str]]:
