@@ -9,6 +9,7 @@
 - Query filters refuse an empty value (governance.filters), so their strings have a minimum length.
 """
 
+from django.core.validators import RegexValidator
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
@@ -52,6 +53,8 @@ class WarrantAutoSchema(AutoSchema):
         if (
             direction == "request" and isinstance(field, serializers.CharField) and not field.allow_blank
             and (field.trim_whitespace or has_text in field.validators)
+            # A field's own regex becomes its pattern (drf-spectacular adds it after this).
+            and not any(isinstance(v, RegexValidator) for v in field.validators)
             and schema.get("type") == "string" and not {"pattern", "enum", "format"} & schema.keys()
         ):
             schema["pattern"] = r"\S"
