@@ -17,6 +17,7 @@ from django.utils import timezone
 from agents.models import ModelProfileHealth
 
 logger = logging.getLogger(__name__)
+SUCCESS_WRITE_INTERVAL = timedelta(seconds=5)
 
 
 def breaker_state(health: ModelProfileHealth | None, now=None) -> str:
@@ -50,11 +51,17 @@ class DatabaseBreaker:
             return True
 
     def succeeded(self, profile: str, *, latency_ms: int) -> None:
+        now = timezone.now()
+        rows = ModelProfileHealth.objects.filter(profile_name=profile)
         try:
-            ModelProfileHealth.objects.update_or_create(profile_name=profile, defaults={
-                "consecutive_failures": 0, "opened_until": None, "last_success_at": timezone.now(),
-                "last_latency_ms": latency_ms,
-            })
+            # Every worker succeeds on a busy profile many times a second: skip the write when it
+            # would only move a recent last_success_at, so the row does not become a hot spot.
+            changed = rows.exclude(consecutive_failures=0, opened_until=None,
+                                   last_success_at__gt=now - SUCCESS_WRITE_INTERVAL).update(
+                consecutive_failures=0, opened_until=None, last_success_at=now, last_latency_ms=latency_ms)
+            if not changed and not rows.exists():
+                ModelProfileHealth.objects.get_or_create(profile_name=profile, defaults={
+                    "last_success_at": now, "last_latency_ms": latency_ms})
         except DatabaseError:
             logger.exception("could not record a success of %s", profile)
 
