@@ -85,7 +85,9 @@ class DatabaseBreaker:
 
 
 def profile_health() -> list[dict]:
-    """Every profile's health, for /readyz and the admin. No URLs, no key names: readiness is public."""
+    """Every profile's health, for /readyz. Readiness is public: no URLs, no key names, and of the
+    last error only its summary ("HTTP 503", "waiting for the reply timed out"), never the text a
+    server sent back. The admin shows the whole message."""
     from agents.models import ModelProfile
 
     now = timezone.now()
@@ -99,7 +101,7 @@ def profile_health() -> list[dict]:
             "consecutive_failures": health.consecutive_failures if health else 0,
             "last_success_at": _iso(health.last_success_at if health else None),
             "last_error_at": _iso(health.last_error_at if health else None),
-            "last_error": health.last_error if health else "",
+            "last_error": health.last_error.split(": ", 1)[0] if health else "",
         })
     return out
 

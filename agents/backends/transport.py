@@ -27,7 +27,7 @@ def api_key(profile: dict) -> str:
         return ""
     value = os.environ.get(name, "")
     if not value:
-        raise AttemptFailed("config", f"the environment variable {name} named by the profile is not set")
+        raise AttemptFailed("config", f"the key variable is not set in this process's environment: {name}")
     return value
 
 
