@@ -14,6 +14,7 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
 from agents import services
+from agents.model_calls import model_profile_test as services_model_profile_test
 from agents.models import Agent, AgentVersion, ModelProfile, Tool
 from governance.api_fields import StrictSerializer, UniqueListField
 from governance.permissions import IsGovernanceAdmin, ReadAnyRoleWriteGovernanceAdmin
@@ -364,6 +365,36 @@ class ModelProfileDetailApi(GenericAPIView):
         serializer.is_valid(raise_exception=True)
         profile = services.model_profile_update(profile=profile, values=serializer.validated_data)
         return Response(self.get_serializer(profile).data)
+
+
+class ModelProfileTestOutputSerializer(serializers.Serializer):
+    """One call to the profile's server, no retries and no fallbacks. Errors never contain a key."""
+
+    profile = serializers.CharField()
+    backend = serializers.CharField()
+    model = serializers.CharField(help_text="The model that answered (the server's name for it) or the profile's.")
+    ok = serializers.BooleanField()
+    latency_ms = serializers.IntegerField(allow_null=True)
+    reply = serializers.CharField(help_text="The start of the model's answer.")
+    error = serializers.CharField(help_text="Why the call failed; empty when it did not.")
+    breaker = serializers.ChoiceField(choices=["closed", "open", "half_open"], help_text="The breaker after the test.")
+
+
+class ModelProfileTestApi(GenericAPIView):
+    permission_classes = [IsGovernanceAdmin]
+    serializer_class = ModelProfileTestOutputSerializer
+    queryset = ModelProfile.objects.all()
+    lookup_field = "name"
+
+    @extend_schema(
+        operation_id="model_profiles_test",
+        description="Test a profile: one call to its server (no retries, no fallbacks, even with its breaker open). "
+                    "200 whether or not the server answered; `ok` says which. A success closes the breaker.",
+        request=None,
+        responses=ModelProfileTestOutputSerializer,
+    )
+    def post(self, request, name):
+        return Response(self.get_serializer(services_model_profile_test(profile=self.get_object())).data)
 
 
 # --- the tool registry -------------------------------------------------------------------

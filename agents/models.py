@@ -82,6 +82,30 @@ class ModelProfile(models.Model):
         }
 
 
+class ModelProfileHealth(models.Model):
+    """How a profile's server has been answering, shared by every worker: the circuit breaker.
+
+    Keyed by profile name (what a frozen agent version refers to). Closed while opened_until is
+    null; open until opened_until; past it, one worker at a time may probe (agents.breaker).
+    """
+
+    profile_name = models.SlugField(max_length=64, unique=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    opened_until = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=300, blank=True, help_text="Warrant's own words; never a key.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["profile_name"]
+        verbose_name_plural = "model profile health"
+
+    def __str__(self) -> str:
+        return self.profile_name
+
+
 class Agent(models.Model):
     """The editable draft. Runs never use it directly: they use a published AgentVersion."""
 

@@ -5,7 +5,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import IntegrityError, transaction
 
-from agents.backends import backend_class
+from agents.backends import HTTP_BACKENDS, backend_class
 from agents.models import Agent, AgentVersion, ModelProfile, Tool
 from governance.api_errors import Conflict
 
@@ -48,6 +48,7 @@ HTTP_URL_PATTERN = r"^https?://[^\s/?#@]+(?:[/?#]\S*)?$"
 HTTP_URL = RegexValidator(HTTP_URL_PATTERN, "Must be an http:// or https:// URL with a host, e.g. http://ollama:11434/v1.")
 
 MAX_TIMEOUT_SECONDS = 600.0
+MAX_RETRIES = 10
 
 _AGENT_FIELDS = (
     "name", "description", "instructions", "output_schema", "max_turns", "max_tool_calls", "max_tokens",
@@ -151,7 +152,8 @@ def _fallback_problems(name: str, fallbacks: list, graph: dict[str, list]) -> li
     return []
 
 
-def _profile_check(profile: ModelProfile) -> None:
+def model_profile_check(profile: ModelProfile) -> None:
+    """Raise ValidationError (by field) unless the profile is usable: the API and the admin both call it."""
     errors: dict[str, list[str]] = {}
     checks = [("api_key_env", ENV_VAR_NAME), ("base_url", HTTP_URL),
               ("connect_timeout", timeout_validator), ("read_timeout", timeout_validator)]
@@ -168,7 +170,12 @@ def _profile_check(profile: ModelProfile) -> None:
     except (ImportError, ValueError, TypeError):
         backend = None
     if not isinstance(backend, type):
-        errors["backend"] = ["Not 'scripted' nor the importable dotted path of a backend class."]
+        errors["backend"] = ["Not a built-in backend (scripted, openai, anthropic) nor the importable dotted path "
+                             "of a backend class."]
+    elif profile.backend in HTTP_BACKENDS and not profile.base_url:
+        errors["base_url"] = [f"The {profile.backend} backend needs the server's base URL (without /v1)."]
+    if not (0 <= (profile.max_retries or 0) <= MAX_RETRIES):
+        errors["max_retries"] = [f"Must be between 0 and {MAX_RETRIES}."]
     # Every profile row is locked so two concurrent edits cannot close a cycle between them.
     graph = {p.name: p.fallbacks for p in ModelProfile.objects.select_for_update().exclude(pk=profile.pk)}
     problems = _fallback_problems(profile.name, profile.fallbacks, graph)
@@ -184,7 +191,7 @@ def model_profile_create(*, values: dict) -> ModelProfile:
     for name in _PROFILE_FIELDS:
         if name in values:
             setattr(profile, name, values[name])
-    _profile_check(profile)
+    model_profile_check(profile)
     _save_new(profile, key="name")
     return profile
 
@@ -196,7 +203,7 @@ def model_profile_update(*, profile: ModelProfile, values: dict) -> ModelProfile
     for name in _PROFILE_FIELDS:
         if name in values:
             setattr(profile, name, values[name])
-    _profile_check(profile)
+    model_profile_check(profile)
     profile.full_clean()
     profile.save()
     return profile

@@ -10,6 +10,7 @@ urlpatterns = [
     path("agents/<slug:slug>/versions/<int:version>/", api.AgentVersionDetailApi.as_view(), name="agent-version-detail"),
     path("model-profiles/", api.ModelProfileListCreateApi.as_view(), name="model-profile-list"),
     path("model-profiles/<slug:name>/", api.ModelProfileDetailApi.as_view(), name="model-profile-detail"),
+    path("model-profiles/<slug:name>/test/", api.ModelProfileTestApi.as_view(), name="model-profile-test"),
     path("tools/", api.ToolListApi.as_view(), name="tool-list"),
     path("tools/<slug:name>/", api.ToolDetailApi.as_view(), name="tool-detail"),
 ]

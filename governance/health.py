@@ -19,7 +19,21 @@ def readyz(request):
         checks["database"] = {"ok": False, "error": type(exc).__name__}
     checks["broker"] = _broker()
     ready = all(c["ok"] for c in checks.values())
-    return JsonResponse({"ready": ready, "checks": checks}, status=200 if ready else 503)
+    return JsonResponse({"ready": ready, "checks": checks, "models": _models(checks["database"]["ok"])},
+                        status=200 if ready else 503)
+
+
+def _models(database_ok: bool) -> list[dict] | None:
+    """Each model profile's health (breaker state, last success, last error). Informational: a model
+    server that is down does not make this process unready, since runs fall back or fail honestly."""
+    if not database_ok:
+        return None
+    from agents.breaker import profile_health
+
+    try:
+        return profile_health()
+    except Exception:  # readiness reports the failure instead of raising it
+        return None
 
 
 def _broker() -> dict:

@@ -200,6 +200,14 @@ WARRANT = {
     "TAINT_APPROVER_ROLE": os.environ.get("WARRANT_TAINT_APPROVER_ROLE", "secops"),
     "COMPLIANCE_ROLE": os.environ.get("WARRANT_COMPLIANCE_ROLE", "compliance"),
     "GOVERNANCE_ADMIN_ROLE": os.environ.get("WARRANT_GOVERNANCE_ADMIN_ROLE", "governance-admins"),
+    # Model calls (agents.routing): backoff between retries, and the most one profile may take
+    # (attempts and waits together) before the next fallback. Keep it under the task time limit.
+    "MODEL_RETRY_BASE_SECONDS": float(os.environ.get("WARRANT_MODEL_RETRY_BASE_SECONDS", "0.5")),
+    "MODEL_RETRY_MAX_SECONDS": float(os.environ.get("WARRANT_MODEL_RETRY_MAX_SECONDS", "8")),
+    "MODEL_RETRY_BUDGET_SECONDS": float(os.environ.get("WARRANT_MODEL_RETRY_BUDGET_SECONDS", "30")),
+    # The circuit breaker (agents.breaker): this many failed attempts in a row open it, for this long.
+    "MODEL_BREAKER_FAILURES": int(os.environ.get("WARRANT_MODEL_BREAKER_FAILURES", "5")),
+    "MODEL_BREAKER_COOLDOWN_SECONDS": float(os.environ.get("WARRANT_MODEL_BREAKER_COOLDOWN_SECONDS", "30")),
 }
 
 LOGGING = {

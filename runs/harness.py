@@ -13,7 +13,7 @@ from typing import Callable
 
 import jsonschema
 
-from agents.backends.base import ModelRequest, ModelResponse, ModelUnavailable
+from agents.backends.base import ModelOutputInvalid, ModelRequest, ModelResponse, ModelUnavailable
 from agents.tools.envelopes import error as error_envelope
 from governance import engine
 from governance.screening import screen
@@ -22,6 +22,8 @@ from runs.states import ErrorCode, RunStatus, StopReason
 from skills.matcher import match_skills
 
 MAX_OUTPUT_REPAIRS = 1
+# Refusals that mean the model got the call itself wrong, not that it was not allowed.
+MALFORMED_CALL = ("unknown_tool", "invalid_arguments")
 
 
 def canonical(value) -> str:
@@ -191,23 +193,21 @@ def _call_model(result: StepResult, snapshot: dict, deps: Deps) -> None:
     try:
         response = deps.complete(request)
     except ModelUnavailable as exc:
+        events.extend(("model_attempt", attempt) for attempt in exc.attempts)
+        latency_ms = int((deps.now() - started) * 1000)
+        state["model_calls"].append(_call_record(profile, None, latency_ms, outcome="unavailable"))
         events.append(("model_error", {"requested_model": request.model, "error": str(exc)}))
         result.outcome = Finish(RunStatus.FAILED, error=ErrorCode.MODEL_UNAVAILABLE, message=str(exc))
         return
-    latency_ms = int((deps.now() - started) * 1000)
-    state["turns"] += 1
-    state["input_tokens"] += response.usage.input_tokens
-    state["output_tokens"] += response.usage.output_tokens
-    call = {
-        "requested_model": profile["model"],
-        "actual_model": response.model,
-        "backend": response.backend,
-        "input_tokens": response.usage.input_tokens,
-        "output_tokens": response.usage.output_tokens,
-        "tokens_estimated": response.usage.estimated,
-        "latency_ms": latency_ms,
-    }
-    state["model_calls"].append(call)
+    except ModelOutputInvalid as exc:
+        events.extend(("model_attempt", attempt) for attempt in exc.attempts)
+        call = _count_call(state, profile, exc, int((deps.now() - started) * 1000), outcome="invalid_output")
+        events.append(("model_call", call | {"tools_shown": [t["name"] for t in request.tools], "tool_calls": []}))
+        events.append(("model_output_invalid", {"problem": exc.problem, "turn": state["turns"]}))
+        _malformed(result, state["turns"], exc.problem, remind=True)
+        return
+    events.extend(("model_attempt", attempt) for attempt in response.attempts)
+    call = _count_call(state, profile, response, int((deps.now() - started) * 1000), outcome="ok")
     events.append(("model_call", call | {"tools_shown": [t["name"] for t in request.tools],
                                          "tool_calls": [c.name for c in response.tool_calls]}))
     # Call ids are ours, not the model's: unique in the run, they key approvals and the outbox.
@@ -223,6 +223,52 @@ def _call_model(result: StepResult, snapshot: dict, deps: Deps) -> None:
         state["rationale"] = response.text
         return
     _finish_answer(result, snapshot, response.text)
+
+
+def _call_record(profile: dict, reply, latency_ms: int, *, outcome: str) -> dict:
+    """One model call as the receipt shows it: requested vs actual, so a fallback is visible."""
+    usage = reply.usage if reply is not None else None
+    return {
+        "requested_model": profile["model"],
+        "requested_backend": profile["backend"],
+        "profile": (reply.profile if reply is not None else "") or profile.get("name", ""),
+        "actual_model": reply.model if reply is not None else None,
+        "backend": reply.backend if reply is not None else None,
+        "input_tokens": usage.input_tokens if usage else 0,
+        "output_tokens": usage.output_tokens if usage else 0,
+        "cache_read_tokens": usage.cache_read_tokens if usage else 0,
+        "cache_creation_tokens": usage.cache_creation_tokens if usage else 0,
+        "tokens_estimated": usage.estimated if usage else False,
+        "latency_ms": latency_ms,
+        "attempts": len(reply.attempts) if reply is not None else 0,
+        "outcome": outcome,
+    }
+
+
+def _count_call(state: dict, profile: dict, reply, latency_ms: int, *, outcome: str) -> dict:
+    state["turns"] += 1
+    state["input_tokens"] += reply.usage.input_tokens
+    state["output_tokens"] += reply.usage.output_tokens
+    call = _call_record(profile, reply, latency_ms, outcome=outcome)
+    state["model_calls"].append(call)
+    return call
+
+
+def _malformed(result: StepResult, turn: int, problem: str, *, remind: bool) -> bool:
+    """A model turn that could not be used. The model gets one turn to repair it; a second
+    malformed turn in a row fails the run. True when the run fails."""
+    state = result.state
+    if state.get("malformed_turn") == turn - 1:
+        result.outcome = Finish(RunStatus.FAILED, error=ErrorCode.INVALID_OUTPUT,
+                                message=f"the model's reply was unusable twice in a row: {problem}")
+        return True
+    state["malformed_turn"] = turn
+    if remind:  # a refused call needs no reminder: its error envelope is the model's feedback
+        state["messages"].append({"role": "user", "content": (
+            f"Your last reply could not be used: {problem}. Reply again; call only the tools listed, "
+            "by their exact names, with arguments as a JSON object matching their schema."
+        )})
+    return False
 
 
 def _finish_answer(result: StepResult, snapshot: dict, text: str) -> None:
@@ -325,6 +371,9 @@ def _run_tools(result: StepResult, snapshot: dict, deps: Deps, *, run_id: str, d
             events.append(("tool_refused", {"call_id": call["id"], "tool": call["name"], "code": refusal["code"],
                                             "reason": refusal["error"]}))
             _record(state, events, call, refusal, duration_ms=0, approval_id=None)
+            if refusal["code"] in MALFORMED_CALL and state.get("malformed_turn") != call["step"]:
+                if _malformed(result, call["step"], refusal["error"], remind=False):
+                    return
             continue
         approval_id = None
         needed = _approval_needed(snapshot, state, call)

@@ -74,10 +74,7 @@ def receipt_body(run: Run) -> dict:
             {"name": n, "version": skills[n]["version"], "sha256": skills[n]["sha256"]}
             for n in state.get("active_skills", []) if n in skills
         ],
-        "model_calls": [
-            {k: c[k] for k in ("requested_model", "actual_model", "backend", "input_tokens", "output_tokens", "latency_ms")}
-            for c in state.get("model_calls", [])
-        ],
+        "model_calls": [_model_call(c) for c in state.get("model_calls", [])],
         "tool_calls": [
             {k: c[k] for k in ("name", "ok", "code", "duration_ms", "approval_id")} for c in state.get("tool_log", [])
         ],
@@ -92,6 +89,18 @@ def receipt_body(run: Run) -> dict:
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
     }
+
+
+# Recorded since real backends arrived; runs from before have none of them.
+_MODEL_CALL_EXTRAS = {"requested_backend": None, "profile": None, "cache_read_tokens": 0, "cache_creation_tokens": 0,
+                      "attempts": 1, "outcome": "ok"}
+
+
+def _model_call(call: dict) -> dict:
+    """Requested and actual model and backend of one call, so a fallback is visible in the receipt."""
+    body = {k: call[k] for k in ("requested_model", "actual_model", "backend", "input_tokens", "output_tokens",
+                                 "latency_ms")}
+    return body | {k: call.get(k, default) for k, default in _MODEL_CALL_EXTRAS.items()}
 
 
 def _lock_chain() -> None:

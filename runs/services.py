@@ -19,7 +19,7 @@ from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from agents.backends import get_backend
+from agents.model_calls import model_complete, profile_chain
 from agents.models import Agent, Tool
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
@@ -162,7 +162,7 @@ def _claim(run_id, worker: str) -> bool:
 
 def _deps(run: Run) -> harness.Deps:
     snapshot = run.snapshot
-    backend = get_backend(snapshot["agent"]["model_profile"])
+    chain = profile_chain(snapshot["agent"]["model_profile"])
     caller = snapshot["caller"]["username"]
 
     def execute(call: dict, *, side_effect: bool, approval_id: str | None) -> dict:
@@ -172,7 +172,7 @@ def _deps(run: Run) -> harness.Deps:
         return dispatch(tool=tool, arguments=call["arguments"], ctx=ToolContext(str(run.id), caller))
 
     return harness.Deps(
-        complete=backend.complete,
+        complete=partial(model_complete, chain=chain),
         execute=execute,
         granted_now=lambda: granted_tool_names(role_names=snapshot["caller"]["roles"]),
     )

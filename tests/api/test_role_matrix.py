@@ -36,7 +36,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
-from agents.models import Agent, AgentVersion, ModelProfile, Tool
+from agents.models import Agent, AgentVersion, ModelProfile, ModelProfileHealth, Tool
 from governance import services as governance_services
 from governance.models import Policy, ToolGrant
 from runs import services as run_services
@@ -100,6 +100,7 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     ("POST", "model-profiles/"):                    (401,  403,  403,  403,  201,  403),
     ("GET", "model-profiles/{name}/"):              (401,  200,  200,  200,  200,  403),
     ("PATCH", "model-profiles/{name}/"):            (401,  403,  403,  403,  200,  403),
+    ("POST", "model-profiles/{name}/test/"):        (401,  403,  403,  403,  200,  403),  # calls the model server: admins only
     # --- the tool registry (by name)
     ("GET", "tools/"):                              (401,  200,  200,  200,  200,  403),
     ("GET", "tools/{name}/"):                       (401,  200,  200,  200,  200,  403),
@@ -168,6 +169,7 @@ BODIES = {
     ("POST", "agents/{slug}/publish/"): {},
     ("POST", "model-profiles/"): {"name": "matrix-new-profile", "backend": "scripted", "model": "scripted-1"},
     ("PATCH", "model-profiles/{name}/"): {"read_timeout": 30},
+    ("POST", "model-profiles/{name}/test/"): {},
     ("PATCH", "tools/{name}/"): {"timeout_seconds": 5},
     ("POST", "skills/"): {"source": SKILL_TEXT.format(name="matrix-new-skill")},
     ("PATCH", "skills/{name}/"): {"status": "draft"},
@@ -359,6 +361,8 @@ def _assert_effect(world, method, route, persona, expected, response):
         assert ModelProfile.objects.filter(name="matrix-new-profile").exists() is allowed
     elif (method, route) == ("PATCH", "model-profiles/{name}/"):
         assert (ModelProfile.objects.get(name="scripted").read_timeout == 30) is allowed
+    elif (method, route) == ("POST", "model-profiles/{name}/test/"):
+        assert ModelProfileHealth.objects.filter(profile_name="scripted", last_success_at__isnull=False).exists() is allowed
     elif (method, route) == ("PATCH", "tools/{name}/"):
         assert (Tool.objects.get(name="calculator").timeout_seconds == 5) is allowed
     elif (method, route) == ("POST", "skills/"):

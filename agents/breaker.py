@@ -1,0 +1,110 @@
+"""The circuit breaker, kept in the database so every worker process shares it.
+
+With no broker (the embedded default) there is one process, and the same table serves it. A
+profile whose server failed MODEL_BREAKER_FAILURES attempts in a row is skipped for
+MODEL_BREAKER_COOLDOWN_SECONDS; then exactly one caller (a compare-and-set on opened_until)
+probes it, and a success closes the breaker for all. Slow I/O never happens under these locks.
+"""
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agents.models import ModelProfileHealth
+
+logger = logging.getLogger(__name__)
+SUCCESS_WRITE_INTERVAL = timedelta(seconds=5)
+
+
+def breaker_state(health: ModelProfileHealth | None, now=None) -> str:
+    if health is None or health.opened_until is None:
+        return "closed"
+    return "open" if health.opened_until > (now or timezone.now()) else "half_open"
+
+
+class DatabaseBreaker:
+    """The Breaker of agents.routing. If the database cannot answer it lets calls through: the
+    breaker saves a dead server from load, it does not decide whether a run may proceed."""
+
+    def __init__(self, *, failures: int | None = None, cooldown_seconds: float | None = None):
+        self.failures = failures or settings.WARRANT["MODEL_BREAKER_FAILURES"]
+        self.cooldown = timedelta(seconds=cooldown_seconds or settings.WARRANT["MODEL_BREAKER_COOLDOWN_SECONDS"])
+
+    def allow(self, profile: str) -> bool:
+        now = timezone.now()
+        try:
+            opened_until = (ModelProfileHealth.objects.filter(profile_name=profile)
+                            .values_list("opened_until", flat=True).first())
+            if opened_until is None:
+                return True
+            if opened_until > now:
+                return False
+            # Half open: whoever moves opened_until forward first is the one probe.
+            return ModelProfileHealth.objects.filter(profile_name=profile, opened_until=opened_until).update(
+                opened_until=now + self.cooldown) == 1
+        except DatabaseError:
+            logger.exception("circuit breaker of %s unreadable; letting the call through", profile)
+            return True
+
+    def succeeded(self, profile: str, *, latency_ms: int) -> None:
+        now = timezone.now()
+        rows = ModelProfileHealth.objects.filter(profile_name=profile)
+        try:
+            # Every worker succeeds on a busy profile many times a second: skip the write when it
+            # would only move a recent last_success_at, so the row does not become a hot spot.
+            changed = rows.exclude(consecutive_failures=0, opened_until=None,
+                                   last_success_at__gt=now - SUCCESS_WRITE_INTERVAL).update(
+                consecutive_failures=0, opened_until=None, last_success_at=now, last_latency_ms=latency_ms)
+            if not changed and not rows.exists():
+                ModelProfileHealth.objects.get_or_create(profile_name=profile, defaults={
+                    "last_success_at": now, "last_latency_ms": latency_ms})
+        except DatabaseError:
+            logger.exception("could not record a success of %s", profile)
+
+    def failed(self, profile: str, *, error: str, counts: bool) -> bool:
+        now = timezone.now()
+        try:
+            with transaction.atomic():
+                ModelProfileHealth.objects.get_or_create(profile_name=profile)
+                rows = ModelProfileHealth.objects.filter(profile_name=profile)
+                rows.update(last_error_at=now, last_error=error[:300],
+                            consecutive_failures=F("consecutive_failures") + (1 if counts else 0))
+                # Open only from closed or half open, so an open breaker's deadline is not pushed out.
+                opened = counts and rows.filter(consecutive_failures__gte=self.failures).exclude(
+                    opened_until__gt=now).update(opened_until=now + self.cooldown) == 1
+            if opened:
+                logger.warning("circuit breaker of model profile %s opened: %s", profile, error)
+            return opened
+        except DatabaseError:
+            logger.exception("could not record a failure of %s", profile)
+            return False
+
+
+def profile_health() -> list[dict]:
+    """Every profile's health, for /readyz. Readiness is public: no URLs, no key names, and of the
+    last error only its summary ("HTTP 503", "waiting for the reply timed out"), never the text a
+    server sent back. The admin shows the whole message."""
+    from agents.models import ModelProfile
+
+    now = timezone.now()
+    rows = {h.profile_name: h for h in ModelProfileHealth.objects.all()}
+    out = []
+    for profile in ModelProfile.objects.order_by("name"):
+        health = rows.get(profile.name)
+        out.append({
+            "name": profile.name, "backend": profile.backend, "model": profile.model,
+            "breaker": breaker_state(health, now),
+            "consecutive_failures": health.consecutive_failures if health else 0,
+            "last_success_at": _iso(health.last_success_at if health else None),
+            "last_error_at": _iso(health.last_error_at if health else None),
+            "last_error": health.last_error.split(": ", 1)[0] if health else "",
+        })
+    return out
+
+
+def _iso(value) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None

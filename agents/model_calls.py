@@ -1,0 +1,65 @@
+"""Model calls as runs and admins make them: a profile's chain, through the router and breaker."""
+
+from django.conf import settings
+from django.utils import timezone
+
+from agents.backends import get_backend
+from agents.backends.base import ModelOutputInvalid, ModelRequest, ModelResponse, ModelUnavailable
+from agents.breaker import DatabaseBreaker, breaker_state
+from agents.models import ModelProfile, ModelProfileHealth
+from agents.routing import Router, RetryPolicy
+
+
+def profile_chain(profile: dict) -> list[dict]:
+    """The requested profile (as the agent version froze it), then its fallbacks as they are now.
+
+    A fallback deleted since is skipped; fallbacks of fallbacks are not followed (the order an
+    admin wrote is the order tried).
+    """
+    names = [n for n in profile.get("fallbacks") or [] if n != profile["name"]]
+    found = {p.name: p.spec() for p in ModelProfile.objects.filter(name__in=names)}
+    return [profile] + [found[name] for name in names if name in found]
+
+
+def router(*, breaker=None) -> Router:
+    warrant = settings.WARRANT
+    policy = RetryPolicy(base_seconds=warrant["MODEL_RETRY_BASE_SECONDS"], max_seconds=warrant["MODEL_RETRY_MAX_SECONDS"],
+                         budget_seconds=warrant["MODEL_RETRY_BUDGET_SECONDS"])
+    return Router(make_backend=get_backend, breaker=breaker or DatabaseBreaker(), policy=policy)
+
+
+def model_complete(request: ModelRequest, *, chain: list[dict]) -> ModelResponse:
+    """What a run's Deps.complete is: the first answer from the chain, with every attempt on it."""
+    return router().complete(request, chain)
+
+
+class _ProbeBreaker(DatabaseBreaker):
+    """An admin's test calls the server even when the breaker is open, and records what it found."""
+
+    def allow(self, profile: str) -> bool:
+        return True
+
+
+PROBE = ModelRequest(system="You are a connectivity check. Answer in one word.",
+                     messages=[{"role": "user", "content": "Reply with the single word: ok"}], tools=[], model="")
+
+
+def model_profile_test(*, profile: ModelProfile) -> dict:
+    """Call one profile once (no retries, no fallbacks) and say how it went. A success closes its breaker."""
+    spec = profile.spec() | {"max_retries": 0}
+    result = {"profile": profile.name, "backend": profile.backend, "model": profile.model, "ok": False,
+              "latency_ms": None, "reply": "", "error": ""}
+    try:
+        response = router(breaker=_ProbeBreaker()).complete(PROBE, [spec])
+    except ModelUnavailable as exc:
+        attempt = exc.attempts[-1] if exc.attempts else {}
+        result |= {"error": attempt.get("error") or str(exc), "latency_ms": attempt.get("latency_ms")}
+    except ModelOutputInvalid as exc:
+        result |= {"error": f"the server answered, but the reply is unusable: {exc.problem}",
+                   "latency_ms": exc.attempts[-1]["latency_ms"] if exc.attempts else None}
+    else:
+        result |= {"ok": True, "latency_ms": response.attempts[-1]["latency_ms"], "model": response.model,
+                   "reply": response.text[:200]}
+    health = ModelProfileHealth.objects.filter(profile_name=profile.name).first()
+    result["breaker"] = breaker_state(health, timezone.now())
+    return result

@@ -1,0 +1,36 @@
+"""The pure rules under the backends: Retry-After parsing, backoff bounds. No server, no database."""
+
+import email.utils
+
+import pytest
+
+from agents.backends.transport import redact, retry_after_seconds
+from agents.routing import RetryPolicy, backoff
+
+NOW = 1_800_000_000.0
+
+
+@pytest.mark.parametrize("header, seconds", [
+    ("5", 5.0),
+    (" 0 ", 0.0),
+    ("1.5", 1.5),
+    ("-3", 0.0),
+    (email.utils.formatdate(NOW + 42, usegmt=True), 42.0),
+    (email.utils.formatdate(NOW - 42, usegmt=True), 0.0),
+    ("soon", None),
+    ("", None),
+    (None, None),
+])
+def test_retry_after_is_read_in_either_form_and_never_negative(header, seconds):
+    assert retry_after_seconds(header, now=NOW) == seconds
+
+
+def test_backoff_doubles_up_to_the_cap_with_jitter_between_half_and_all_of_it():
+    policy = RetryPolicy(base_seconds=0.5, max_seconds=4, budget_seconds=30)
+    assert [backoff(n, policy, lambda: 0.0) for n in range(1, 6)] == [0.25, 0.5, 1.0, 2.0, 2.0]
+    assert [backoff(n, policy, lambda: 1.0) for n in range(1, 6)] == [0.5, 1.0, 2.0, 4.0, 4.0]
+
+
+def test_redaction_replaces_every_occurrence_and_leaves_text_alone_without_a_key():
+    assert redact("key sk-1 and again sk-1", "sk-1") == "key *** and again ***"
+    assert redact("nothing to hide", "") == "nothing to hide"
