@@ -208,6 +208,8 @@ WARRANT = {
     # The circuit breaker (agents.breaker): this many failed attempts in a row open it, for this long.
     "MODEL_BREAKER_FAILURES": int(os.environ.get("WARRANT_MODEL_BREAKER_FAILURES", "5")),
     "MODEL_BREAKER_COOLDOWN_SECONDS": float(os.environ.get("WARRANT_MODEL_BREAKER_COOLDOWN_SECONDS", "30")),
+    # Hosts model profiles may reach (comma-separated); empty allows any. Set it in production.
+    "MODEL_ALLOWED_HOSTS": tuple(h.strip() for h in os.environ.get("WARRANT_MODEL_ALLOWED_HOSTS", "").split(",") if h.strip()),
 }
 
 LOGGING = {

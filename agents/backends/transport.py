@@ -11,6 +11,7 @@ import os
 import time
 
 import httpx
+from django.conf import settings
 
 from agents.backends.base import AttemptFailed
 
@@ -53,12 +54,27 @@ def retry_after_seconds(value: str | None, *, now: float | None = None) -> float
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+def _check_egress(url: str) -> None:
+    """Model servers only on the hosts the operator allowed (WARRANT_MODEL_ALLOWED_HOSTS), when set:
+    a profile is data an admin edits, and must not turn the worker into a client of any address."""
+    allowed = settings.WARRANT.get("MODEL_ALLOWED_HOSTS") or ()
+    if not allowed:
+        return
+    try:
+        host = httpx.URL(url).host
+    except httpx.InvalidURL:
+        host = ""
+    if host not in allowed:
+        raise AttemptFailed("config", f"model host {host!r} is not in WARRANT_MODEL_ALLOWED_HOSTS")
+
+
 def post_json(profile: dict, path: str, payload: dict, *, headers: dict, secret: str = "") -> dict:
     """POST `payload` to base_url + path and return the JSON object it answers, or raise AttemptFailed."""
     connect, read = float(profile["connect_timeout"]), float(profile["read_timeout"])
     url = (profile.get("base_url") or "").rstrip("/") + path
     # read_timeout bounds the whole reply, not just the gap between two bytes: a server that
     # trickles a byte a second would otherwise hold the worker forever.
+    _check_egress(url)
     deadline = time.monotonic() + connect + read
     timeout = httpx.Timeout(connect=connect, read=read, write=read, pool=connect)
     try:

@@ -292,6 +292,8 @@ def _server_env(tmp: Path) -> dict[str, str]:
         "DJANGO_DEBUG": "0",
         "DJANGO_SECRET_KEY": "fuzz",
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        # Profiles the fuzzer creates and tests (POST model-profiles/{name}/test/) reach loopback only.
+        "WARRANT_MODEL_ALLOWED_HOSTS": "127.0.0.1,localhost",
         "WARRANT_THROTTLE_RUN_CREATE": "100000/min",
         "WARRANT_THROTTLE_APPROVAL_DECIDE": "100000/min",
         "PYTHONUNBUFFERED": "1",

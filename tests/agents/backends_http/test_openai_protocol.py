@@ -138,3 +138,15 @@ def test_a_key_the_server_echoes_in_its_error_is_redacted(model_server, monkeypa
         OpenAIBackend(profile_spec(model_server, api_key_env="TEST_MODEL_KEY")).complete(REQUEST)
     assert "sk-live-secret-999" not in str(caught.value) and "***" in str(caught.value)
     assert caught.value.kind == "client_error" and caught.value.status == 401
+
+
+def test_a_host_outside_the_allowed_list_is_never_contacted(model_server, settings):
+    settings.WARRANT = settings.WARRANT | {"MODEL_ALLOWED_HOSTS": ("llm.internal",)}
+    model_server.script(Reply(json=openai_reply("should not be asked")))
+    with pytest.raises(AttemptFailed) as failure:
+        OpenAIBackend(profile_spec(model_server)).complete(REQUEST)
+    assert failure.value.kind == "config" and "127.0.0.1" in str(failure.value)
+    assert model_server.requests == []
+    settings.WARRANT = settings.WARRANT | {"MODEL_ALLOWED_HOSTS": ("127.0.0.1",)}
+    OpenAIBackend(profile_spec(model_server)).complete(REQUEST)
+    assert len(model_server.requests) == 1
