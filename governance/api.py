@@ -100,7 +100,9 @@ class PolicyInputSerializer(StrictFieldsMixin, serializers.Serializer):
     content = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     response = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     approver_role = serializers.CharField(max_length=150, required=False, allow_null=True)
-    approval_ttl_seconds = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    # At most 30 days: a request nobody decides for a month should expire, and the bound keeps
+    # the value inside every database's integer range.
+    approval_ttl_seconds = serializers.IntegerField(min_value=1, max_value=30 * 24 * 3600, required=False, allow_null=True)
 
     class Meta:
         ref_name = "PolicyInput"

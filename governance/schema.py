@@ -47,6 +47,11 @@ ERRORS = {
 }
 
 
+# One character that no reader counts as a space: not ECMA-262's \s (the pattern dialect of
+# JSON Schema) nor the ones only Python strips (U+001C-U+001F, U+0085).
+SOMETHING_BUT_SPACES = r"[^\s\x1c-\x1f\x85]"
+
+
 class WarrantAutoSchema(AutoSchema):
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
@@ -57,7 +62,7 @@ class WarrantAutoSchema(AutoSchema):
             and not any(isinstance(v, RegexValidator) for v in field.validators)
             and schema.get("type") == "string" and not {"pattern", "enum", "format"} & schema.keys()
         ):
-            schema["pattern"] = r"\S"
+            schema["pattern"] = SOMETHING_BUT_SPACES
         if isinstance(field, UniqueListField):
             schema["uniqueItems"] = True
         return schema

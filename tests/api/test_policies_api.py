@@ -317,3 +317,11 @@ def test_a_broken_policy_is_a_422_naming_it(admin):
 def test_the_dry_run_starts_nothing(admin):
     evaluate(admin, agent="crm-assistant", input="Delete the account Initech.", role="operators")
     assert Run.objects.count() == 0
+
+
+def test_an_approval_ttl_is_at_most_thirty_days(admin):
+    policy_id = admin.get("/api/v1/policies/?type=tool_approval").json()["results"][0]["id"]
+    response = admin.patch(f"/api/v1/policies/{policy_id}/", {"approval_ttl_seconds": 30 * 24 * 3600 + 1}, format="json")
+    assert response.status_code == 400 and set(response.json()["error"]["details"]) == {"approval_ttl_seconds"}
+    assert admin.patch(f"/api/v1/policies/{policy_id}/", {"approval_ttl_seconds": 30 * 24 * 3600},
+                       format="json").status_code == 200

@@ -8,6 +8,7 @@ import pytest
 from django.core.cache import cache
 from django.test import override_settings
 
+from governance.schema import SOMETHING_BUT_SPACES
 from runs.models import ApprovalRequest, IdempotencyRecord, Run
 from tests.runs.helpers import start
 
@@ -213,12 +214,12 @@ def test_a_number_is_not_text(operator, body):
     assert Run.objects.count() == 0
 
 
-@pytest.mark.parametrize("text", [" ", "\u000b", "\n\t "])
+@pytest.mark.parametrize("text", [" ", "\u000b", "\n\t ", "\x85", "\x1c"])
 def test_text_of_only_spaces_is_refused_and_the_schema_says_so(operator, text):
     response = operator.post("/api/v1/runs/", {"agent": "crm-assistant", "input": text}, format="json")
     assert response.status_code == 400 and "input" in response.json()["error"]["details"]
     schema = operator.get("/api/v1/schema/?format=json").json()
-    assert schema["components"]["schemas"]["RunStartInputRequest"]["properties"]["input"]["pattern"] == r"\S"
+    assert schema["components"]["schemas"]["RunStartInputRequest"]["properties"]["input"]["pattern"] == SOMETHING_BUT_SPACES
 
 
 def test_query_filters_document_that_they_need_a_value(compliance):

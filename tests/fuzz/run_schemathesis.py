@@ -151,7 +151,7 @@ BUSINESS_RULES = {
     "tools": r"^Unknown tool: ",
     "model_profile": r"^Unknown model profile: ",
     "fallbacks": r"^(Unknown model profile: |A profile may not fall back to itself\.$|Fallbacks form a cycle )",
-    "backend": r"^Not 'scripted' nor the importable dotted path of a backend class\.$",
+    "backend": r"^Not a built-in backend \(.*\) nor the importable dotted path of a backend class\.$",
     "output_schema": r"^Not a valid JSON Schema: ",
     # SKILL.md is a document with its own grammar (skills/parser.py); a skill keeps its name.
     "source": r"^(SKILL\.md |front matter|the SKILL\.md names )",
