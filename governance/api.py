@@ -21,11 +21,9 @@ from agents.models import Agent, Tool
 from governance import engine, services
 from governance.api_fields import StrictFieldsMixin
 from governance.api_errors import Conflict, Unprocessable
-from governance.evaluation import policy_evaluate
+from governance.evaluation import MAX_EVALUATE_INPUT_CHARS, policy_evaluate
 from governance.models import MatchMode, Policy, PolicyType, PolicyVersion, ToolGrant
 from governance.permissions import IsGovernanceAdmin, ReadAnyRoleWriteGovernanceAdmin
-
-MAX_EVALUATE_INPUT_CHARS = 20_000  # the same limit as a run's input
 
 
 # --- shared pieces ----------------------------------------------------------------------

@@ -12,6 +12,8 @@ from governance import engine
 from governance.screening import screen
 from governance.selectors import granted_tool_names, policy_specs
 
+MAX_EVALUATE_INPUT_CHARS = 20_000  # the same limit as a run's input
+
 
 def policy_evaluate(*, agent: Agent | None, role: str | None, text: str) -> dict:
     """What the pure engine decides for `text`, as a run started now would see it; starts nothing.
@@ -68,3 +70,21 @@ def policy_evaluate(*, agent: Agent | None, role: str | None, text: str) -> dict
         "output_formatter": formatters[0][1].explain() | {"content": formatters[0][0].content} if formatters else None,
         "tools": tools,
     }
+
+
+def hidden_tools(*, agent: Agent | None, role: str | None, shown: list[str]) -> list[dict]:
+    """The agent's tools the model would not be shown, each with the reason."""
+    if agent is None or agent.current_version is None:
+        return []
+    granted = granted_tool_names(role_names=[role]) if role is not None else None
+    enabled = set(Tool.objects.filter(enabled=True).values_list("name", flat=True))
+    rows = []
+    for name in sorted(set(agent.current_version.spec["tools"]) - set(shown)):
+        if name not in enabled:
+            reason = "disabled in the tool registry"
+        elif granted is not None and name not in granted:
+            reason = f"not granted to the role {role}"
+        else:
+            reason = "not available"
+        rows.append({"name": name, "reason": reason})
+    return rows
