@@ -9,6 +9,8 @@ import json
 from contextvars import ContextVar
 
 from django.contrib import admin, messages
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.core.exceptions import ValidationError
 from django.http import HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
@@ -17,6 +19,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from agents.admin import ReadOnlyAdmin
+from agents.models import Agent
 from governance.api_errors import DomainError
 from governance.models import Policy
 from governance.permissions import reads_everything
@@ -27,6 +30,21 @@ from runs.receipts import receipt_verify, receipt_verify_chain
 from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, receipts_export
 from runs.services import approval_decide, check_approval_decide
 from runs.templatetags.workbench import STATUS_TEXT, status_label
+
+class WorkbenchLoginForm(AdminAuthenticationForm):
+    """Someone who signed in correctly but has no place in the workbench is told so, not that the
+    password was wrong (they proved who they are; what they lack is a role here)."""
+
+    def confirm_login_allowed(self, user):
+        if user.is_active and not user.is_staff:
+            raise ValidationError(
+                "You are signed in correctly, but the workbench is for approvers, compliance officers and "
+                "governance admins, and your account is none of those. Operators start and read runs through "
+                "the API (see /api/v1/docs/).", code="not_staff")
+        super().confirm_login_allowed(user)
+
+
+admin.site.login_form = WorkbenchLoginForm
 
 # The app list in a sidebar costs a third of a laptop screen on every page; the workbench nav replaces it.
 admin.site.enable_nav_sidebar = False
@@ -69,11 +87,45 @@ class WorkbenchAdmin(admin.ModelAdmin):
 # --- runs -------------------------------------------------------------------------------
 
 
+class AgentFilter(admin.SimpleListFilter):
+    """By agent slug, shown even when there is only one agent (the filter bar stays predictable)."""
+
+    title = "agent"
+    parameter_name = "agent"
+    field = "agent__slug"
+
+    def lookups(self, request, model_admin):
+        return [(slug, slug) for slug in Agent.objects.order_by("slug").values_list("slug", flat=True)]
+
+    def has_output(self):
+        return True
+
+    def queryset(self, request, queryset):
+        return queryset.filter(**{self.field: self.value()}) if self.value() else queryset
+
+
+class RunStatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+    field = "status"
+    statuses = ("queued", "running", "awaiting_approval", "succeeded", "failed", "blocked", "stopped", "cancelled")
+
+    def lookups(self, request, model_admin):
+        return [(s, STATUS_TEXT[s]) for s in self.statuses]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(**{self.field: self.value()}) if self.value() else queryset
+
+
+class ReceiptAgentFilter(AgentFilter):
+    field = "run__agent__slug"
+
+
 @admin.register(Run)
 class RunAdmin(WorkbenchAdmin):
-    list_display = ["short_id", "agent", "caller", "status_text", "outcome", "tainted_text", "created_at"]
-    list_filter = ["status", "agent", ("caller", admin.RelatedOnlyFieldListFilter), ("created_at", admin.DateFieldListFilter),
-                   "tainted"]
+    list_display = ["short_id", "request_text", "agent", "caller", "status_text", "outcome", "tainted_text", "created_at"]
+    list_filter = [RunStatusFilter, AgentFilter, ("caller", admin.RelatedOnlyFieldListFilter),
+                   ("created_at", admin.DateFieldListFilter), "tainted"]
     search_fields = ["id", "input", "caller__username"]
     date_hierarchy = "created_at"
     list_select_related = ["agent", "caller"]
@@ -84,6 +136,10 @@ class RunAdmin(WorkbenchAdmin):
     @admin.display(description="run", ordering="created_at")
     def short_id(self, run):
         return str(run.id)[:8]
+
+    @admin.display(description="request")
+    def request_text(self, run):
+        return run.input if len(run.input) <= 70 else run.input[:69] + "…"
 
     @admin.display(description="status", ordering="status")
     def status_text(self, run):
@@ -213,15 +269,10 @@ class ApprovalRequestAdmin(WorkbenchAdmin):
 # --- receipts ---------------------------------------------------------------------------
 
 
-class ReceiptStatusFilter(admin.SimpleListFilter):
+class ReceiptStatusFilter(RunStatusFilter):
     title = "run status"
-    parameter_name = "status"
-
-    def lookups(self, request, model_admin):
-        return [(s, STATUS_TEXT[s]) for s in ("succeeded", "failed", "blocked", "stopped", "cancelled")]
-
-    def queryset(self, request, queryset):
-        return queryset.filter(run__status=self.value()) if self.value() else queryset
+    field = "run__status"
+    statuses = ("succeeded", "failed", "blocked", "stopped", "cancelled")
 
 
 _page_chain: ContextVar = ContextVar("warrant_receipt_chain", default=None)
@@ -236,7 +287,7 @@ def _chain_for(request):
 
 def verification_badge(receipt: Receipt, chain) -> str:
     if chain.valid or receipt.seq < chain.seq:
-        return format_html('<span class="wb-badge wb-ok">Verified</span>')
+        return format_html('<span class="wb-badge wb-ok">{}</span>', "Verified")
     if receipt.seq == chain.seq:
         return format_html('<span class="wb-badge wb-bad">BROKEN: {}</span>', chain.reason)
     return format_html('<span class="wb-badge wb-warn">Unverifiable: chain broken at #{}</span>', chain.seq)
@@ -247,7 +298,7 @@ class ReceiptAdmin(WorkbenchAdmin):
     """Read-only for everyone, superusers included; every page and export lands in the access log."""
 
     list_display = ["seq", "run_link", "agent", "caller", "run_status", "badge", "created_at"]
-    list_filter = [ReceiptStatusFilter, "run__agent", ("created_at", admin.DateFieldListFilter)]
+    list_filter = [ReceiptStatusFilter, ReceiptAgentFilter, ("created_at", admin.DateFieldListFilter)]
     search_fields = ["=run__id", "hash"]
     list_select_related = ["run", "run__agent", "run__caller"]
     actions = ["verify_chain", "export_jsonl", "export_csv"]

@@ -1,7 +1,9 @@
 """Reads of runs, approvals and receipts, scoped to what the user may see."""
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 
+from governance.models import Policy
 from governance.permissions import reads_everything
 from runs.models import ApprovalRequest, Receipt, Run
 
@@ -43,8 +45,10 @@ def approval_queue(user) -> QuerySet[ApprovalRequest]:
 
 
 def pending_counts_by_role(user) -> list[tuple[str, int]]:
-    """(role, pending requests) for each role whose queue the user sees, the user's own roles always listed."""
-    counts: dict[str, int] = {name: 0 for name in user.groups.values_list("name", flat=True)}
+    """(role, pending requests) for each role whose queue the user sees; the user's approver roles always listed."""
+    approver_roles = set(Policy.objects.filter(approver_role__isnull=False).values_list("approver_role__name", flat=True))
+    approver_roles.add(settings.WARRANT.get("TAINT_APPROVER_ROLE", ""))
+    counts: dict[str, int] = {name: 0 for name in user.groups.filter(name__in=approver_roles).values_list("name", flat=True)}
     for name in approval_queue(user).values_list("approver_role__name", flat=True):
         counts[name] = counts.get(name, 0) + 1
     return sorted(counts.items())

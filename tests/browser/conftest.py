@@ -48,7 +48,13 @@ def server(tmp_path_factory):
     env = _env(data_dir)
     _manage(env, "migrate", "--noinput")
     _manage(env, "load_demo")
-    tokens = {user: _manage(env, "drf_create_token", user).split()[2] for user in ("operator", "approver", "compliance")}
+    # A secops member who may also start runs: the separation-of-duties case.
+    _manage(env, "shell", "-c", (
+        "from django.contrib.auth import get_user_model; from django.contrib.auth.models import Group; "
+        f"u = get_user_model().objects.create_user('dual', password='{PASSWORD}', is_staff=True); "
+        "u.groups.add(*Group.objects.filter(name__in=['operators', 'secops']))"))
+    tokens = {user: _manage(env, "drf_create_token", user).split()[2]
+              for user in ("operator", "approver", "compliance", "dual")}
     log = open(data_dir / "server.log", "w")
     process = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{PORT}", "--noreload"],
                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
