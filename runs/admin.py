@@ -450,9 +450,14 @@ class ReceiptAdmin(WorkbenchAdmin):
 
 @admin.register(ReceiptAccess)
 class ReceiptAccessAdmin(ReadOnlyAdmin):
-    list_display = ["created_at", "username", "action", "channel", "format", "count", "query"]
+    list_display = ["created_at", "username", "action", "channel", "format", "count", "receipts", "query"]
     list_filter = ["action", "channel", ("created_at", admin.DateFieldListFilter)]
     search_fields = ["username"]
+
+    @admin.display(description="receipts")
+    def receipts(self, entry):
+        shown = ", ".join(i[:8] for i in entry.receipt_ids[:5])
+        return shown + (f" and {entry.count - 5} more" if entry.count > 5 else "") if shown else "-"
 
     def has_module_permission(self, request):
         return reads_everything(request.user) and request.user.is_staff

@@ -24,6 +24,7 @@ class SkillAdminForm(forms.ModelForm):
         model = Skill
         fields = ["source", "status"]
         labels = {"source": "SKILL.md"}
+        widgets = {"source": forms.Textarea(attrs={"rows": 26, "cols": 100, "class": "wb-source", "spellcheck": "false"})}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -173,6 +173,24 @@ def test_the_policy_lab_explains_a_request_without_starting_a_run(page, api):
     assert api("compliance").get("/runs/").json()["count"] == before
 
 
+def test_a_governance_admin_edits_a_skill_md_and_reads_its_history(page):
+    page.login("admin")
+    page.click("nav.wb-nav >> text=Skills")
+    page.click("text=incident-summary")
+    source = page.input_value("#id_source")
+    page.fill("#id_source", "no front matter at all")
+    page.click("input[name=_continue]")
+    assert "front matter" in page.locator(".errorlist").first.inner_text()
+    page.shot("16a-skill-invalid")
+    page.fill("#id_source", source + "\nAlways name the owner of each ticket.\n")
+    page.click("input[name=_continue]")
+    assert "was changed successfully" in page.locator("ul.messagelist").inner_text()
+    page.click("text=Versions and diffs")
+    latest = page.locator("section.wb-panel").first.inner_text()
+    assert "Version 2" in latest and "+ added" in latest and "Always name the owner of each ticket." in latest
+    page.shot("16b-skill-history")
+
+
 def test_the_other_workbench_pages_render(page):
     page.login("admin")
     for name, path, expect in [
