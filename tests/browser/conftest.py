@@ -47,14 +47,16 @@ def server(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("warrant-browser")
     env = _env(data_dir)
     _manage(env, "migrate", "--noinput")
-    _manage(env, "load_demo")
-    # A secops member who may also start runs: the separation-of-duties case.
-    _manage(env, "shell", "-c", (
+    # One interpreter for the demo, a secops member who may also start runs (the
+    # separation-of-duties case) and an API token per user: each manage.py start costs seconds.
+    out = _manage(env, "shell", "-c", (
         "from django.contrib.auth import get_user_model; from django.contrib.auth.models import Group; "
+        "from rest_framework.authtoken.models import Token; from runs.demo import demo_load; demo_load(); "
         f"u = get_user_model().objects.create_user('dual', password='{PASSWORD}', is_staff=True); "
-        "u.groups.add(*Group.objects.filter(name__in=['operators', 'secops']))"))
-    tokens = {user: _manage(env, "drf_create_token", user).split()[2]
-              for user in ("operator", "approver", "compliance", "dual")}
+        "u.groups.add(*Group.objects.filter(name__in=['operators', 'secops'])); "
+        "print(*(n + '=' + Token.objects.get_or_create(user=get_user_model().objects.get(username=n))[0].key "
+        "for n in ['operator', 'approver', 'compliance', 'dual']))"))
+    tokens = dict(pair.split("=") for pair in out.split())
     log = open(data_dir / "server.log", "w")
     process = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{PORT}", "--noreload"],
                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
