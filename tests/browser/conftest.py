@@ -54,9 +54,10 @@ def server(tmp_path_factory):
         "from rest_framework.authtoken.models import Token; from runs.demo import demo_load; demo_load(); "
         f"u = get_user_model().objects.create_user('dual', password='{PASSWORD}', is_staff=True); "
         "u.groups.add(*Group.objects.filter(name__in=['operators', 'secops'])); "
-        "print(*(n + '=' + Token.objects.get_or_create(user=get_user_model().objects.get(username=n))[0].key "
+        "print('TOKENS', *(n + '=' + Token.objects.get_or_create(user=get_user_model().objects.get(username=n))[0].key "
         "for n in ['operator', 'approver', 'compliance', 'dual']))"))
-    tokens = dict(pair.split("=") for pair in out.split())
+    line = next(line for line in out.splitlines() if line.startswith("TOKENS "))
+    tokens = dict(pair.split("=") for pair in line.split()[1:])
     log = open(data_dir / "server.log", "w")
     process = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{PORT}", "--noreload"],
                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
