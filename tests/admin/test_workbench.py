@@ -345,3 +345,16 @@ def test_every_workbench_page_renders_for_its_users(operator):
             assert client.get(url).status_code == 200, (username, url)
     assert admin.site.enable_nav_sidebar is False
     assert reverse("admin:runs_approval_queue") == QUEUE
+
+
+def test_a_new_skill_is_added_by_uploading_its_skill_md(demo):
+    client = _browser("admin")
+    text = ("---\nname: renewal-check\ndescription: Check an account's renewal date and owner.\n"
+            "allowed-tools:\n  - get_account\n---\n\n# Renewal check\n\n1. Call `get_account`.\n")
+    upload = io.BytesIO(text.encode())
+    upload.name = "SKILL.md"
+    response = client.post("/admin/skills/skill/add/", {"source": "", "status": "draft", "upload": upload})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    skill = Skill.objects.get(name="renewal-check")
+    assert (skill.status, skill.allowed_tools, skill.updated_by.username) == ("draft", ["get_account"], "admin")
+    assert SkillVersion.objects.filter(skill=skill).count() == 1
