@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run test test-services fuzz install install-test demo token clean
+.PHONY: run test test-services fuzz install install-test browser-deps demo token clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,12 @@ $(VENV)/.installed-test: requirements-test.txt $(VENV)/.installed
 install: $(VENV)/.installed
 
 install-test: $(VENV)/.installed-test
+
+# The browser tests (tests/browser) drive Debian's Chromium through Playwright; Playwright's own
+# browser download is not used. Installed only when missing (needs root, as in CI).
+CHROMIUM ?= /usr/bin/chromium
+browser-deps:
+	@test -x $(CHROMIUM) || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
 
 demo: install
 	DJANGO_DEBUG=1 $(PY) manage.py migrate --noinput
@@ -36,7 +42,7 @@ token: install
 PG_URL ?= postgres://postgres@127.0.0.1:5432/warrant
 TEST_REDIS_PORT ?= 6399
 
-test: install-test
+test: install-test browser-deps
 	$(PY) -m ruff check .
 	DJANGO_DEBUG=1 $(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(PY) -m pytest

@@ -1,17 +1,67 @@
+"""The governance side of the workbench: policies (edit, enable, scope, history with diffs), the
+policy lab, and roles with their grants. Writes go through governance.services, the dry run
+through governance.evaluation: the admin decides nothing the API would decide differently."""
+
+import json
+
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
+from django.db.models import Count
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from agents.admin import ReadOnlyAdmin
+from agents.models import Agent, Tool
 from governance import engine, services
+from governance.diffs import values_diff
+from governance.evaluation import MAX_EVALUATE_INPUT_CHARS, hidden_tools, policy_evaluate
 from governance.models import Policy, PolicyVersion, Role, ToolGrant
+from governance.permissions import is_governance_admin, reads_everything
 from governance.selectors import policy_spec
 
 
+class WordListField(forms.CharField):
+    """A list typed one item per line (commas also separate); a JSON list is accepted as well."""
+
+    widget = forms.Textarea(attrs={"rows": 3, "cols": 60})
+
+    def prepare_value(self, value):
+        if isinstance(value, list):
+            return "\n".join(value)
+        if isinstance(value, str) and value.startswith("["):
+            try:
+                return "\n".join(json.loads(value))
+            except ValueError:
+                return value
+        return value
+
+    def to_python(self, value):
+        text = (value or "").strip()
+        if text.startswith("["):
+            try:
+                items = json.loads(text)
+            except ValueError:
+                raise ValidationError("Write one item per line (or a JSON list of strings).") from None
+            if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+                raise ValidationError("Write one item per line (or a JSON list of strings).")
+        else:
+            items = [part for line in text.splitlines() for part in line.split(",")]
+        return [item.strip() for item in items if item.strip()]
+
+
 class PolicyAdminForm(forms.ModelForm):
+    keywords = WordListField(required=False, help_text="One word or phrase per line; whole words, any case.")
+    target_tools = WordListField(required=False, help_text="One tool name per line, or * for every tool.")
+
     class Meta:
         model = Policy
         fields = "__all__"
+        widgets = {"agents": forms.CheckboxSelectMultiple}
 
     def clean(self):
         data = super().clean()
@@ -21,9 +71,14 @@ class PolicyAdminForm(forms.ModelForm):
         candidate = Policy(**{k: v for k, v in data.items() if k != "agents"})
         candidate.pk = self.instance.pk
         problems = engine.validate(policy_spec(candidate, agent_slugs=[a.slug for a in data.get("agents") or []]))
-        if problems:
-            raise ValidationError(problems)
+        for problem in problems:
+            field = next((f for f in ("regex", "approver_role", "target_tools", "keywords", "content", "response")
+                          if f.split("_")[0] in problem), None)
+            self.add_error(field, problem)
         return data
+
+
+# --- roles and grants -------------------------------------------------------------------
 
 
 class ToolGrantInline(admin.TabularInline):
@@ -34,13 +89,38 @@ class ToolGrantInline(admin.TabularInline):
     extra = 0
 
 
+def role_overview_rows() -> tuple[list[dict], list[dict]]:
+    """Per role: members, tools it may use, tools it approves (with the policy); and the tool x role matrix."""
+    roles = list(Group.objects.annotate(members=Count("user", distinct=True)).order_by("name"))
+    grants = {(g.role_id, g.tool.name) for g in ToolGrant.objects.select_related("tool")}
+    policies = list(Policy.objects.filter(type="tool_approval", approver_role__isnull=False).order_by("name"))
+    tools = list(Tool.objects.order_by("name"))
+    rows = []
+    for role in roles:
+        approves = [(p, ["every tool"] if "*" in p.target_tools else p.target_tools)
+                    for p in policies if p.approver_role_id == role.pk]
+        rows.append({"role": role, "uses": sorted(t for r, t in grants if r == role.pk), "approves": approves})
+    matrix = []
+    for tool in tools:
+        cells = []
+        for role in roles:
+            uses = (role.pk, tool.name) in grants
+            approves = any(p.approver_role_id == role.pk and p.enabled and ("*" in p.target_tools or tool.name in p.target_tools)
+                           for p in policies)
+            cells.append(" and ".join(w for w, on in (("may use", uses), ("approves", approves)) if on) or "-")
+        matrix.append({"tool": tool, "cells": cells})
+    return rows, matrix
+
+
 @admin.register(Role)
 class RoleAdmin(admin.ModelAdmin):
-    """Per role: which tools it may use (grants) and which policies it approves for."""
+    """Per role: which tools it may use (grants) and which calls it approves."""
 
     list_display = ["name", "tools", "approves"]
     inlines = [ToolGrantInline]
-    fields = ["name"]
+    fields = ["name", "approves"]
+    readonly_fields = ["approves"]
+    change_list_template = "admin/governance/role/change_list.html"
 
     @admin.display(description="may use")
     def tools(self, role):
@@ -48,17 +128,57 @@ class RoleAdmin(admin.ModelAdmin):
 
     @admin.display(description="approves calls for")
     def approves(self, role):
-        return ", ".join(role.approval_policies.values_list("name", flat=True)) or "-"
+        if not role.pk:
+            return "-"
+        return "; ".join(f"{p.name} ({', '.join(p.target_tools) or '-'}{'' if p.enabled else ', disabled'})"
+                         for p in role.approval_policies.all()) or "-"
+
+    def get_urls(self):
+        return [path("overview/", self.admin_site.admin_view(self.overview_view), name="governance_role_overview")] \
+            + super().get_urls()
+
+    def overview_view(self, request):
+        if not (is_governance_admin(request.user) or reads_everything(request.user)):
+            return redirect("admin:index")
+        rows, matrix = role_overview_rows()
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": "Roles and grants",
+                   "rows": rows, "matrix": matrix, "roles": [r["role"] for r in rows]}
+        return TemplateResponse(request, "admin/governance/role_overview.html", context)
+
+
+# --- policies ---------------------------------------------------------------------------
 
 
 @admin.register(Policy)
 class PolicyAdmin(admin.ModelAdmin):
     form = PolicyAdminForm
-    list_display = ["name", "type", "enabled", "priority", "version", "updated_at"]
-    list_filter = ["type", "enabled"]
+    list_display = ["name", "type", "state", "scope", "priority", "version", "updated_at", "history_link"]
+    list_filter = ["type", "enabled", "agents"]
     search_fields = ["name", "description", "content"]
-    filter_horizontal = ["agents"]
     readonly_fields = ["version", "created_at", "updated_at"]
+    actions = ["enable", "disable"]
+    fieldsets = [
+        (None, {"fields": ["name", "type", "description", "enabled", "priority"]}),
+        ("Where it applies", {"fields": ["agents"]}),
+        ("When it fires", {"fields": ["keywords", "match_mode", "regex", "target_tools"]}),
+        ("What it does", {"fields": ["content", "response", "approver_role", "approval_ttl_seconds"]}),
+        ("Version", {"fields": ["version", "created_at", "updated_at"]}),
+    ]
+
+    @admin.display(description="state", ordering="enabled")
+    def state(self, policy):
+        return "Enabled" if policy.enabled else "Disabled"
+
+    @admin.display(description="applies to")
+    def scope(self, policy):
+        return ", ".join(a.slug for a in policy.agents.all()) or "every agent"
+
+    @admin.display(description="history")
+    def history_link(self, policy):
+        return format_html('<a href="{}">versions and diffs</a>', reverse("admin:governance_policy_versions", args=[policy.pk]))
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("agents")
 
     def save_model(self, request, obj, form, change):
         # Every change goes through the service so that it writes a history row.
@@ -80,12 +200,102 @@ class PolicyAdmin(admin.ModelAdmin):
         for policy in queryset:
             services.policy_delete(policy=policy, user=request.user)
 
+    def _set_enabled(self, request, queryset, enabled: bool) -> None:
+        changed = 0
+        for policy in queryset:
+            if policy.enabled != enabled:
+                services.policy_update(policy=policy, values={"enabled": enabled}, user=request.user)
+                changed += 1
+        self.message_user(request, f"{changed} policy(ies) {'enabled' if enabled else 'disabled'}; each change is a new version.")
+
+    @admin.action(description="Enable selected policies", permissions=["change"])
+    def enable(self, request, queryset):
+        self._set_enabled(request, queryset, True)
+
+    @admin.action(description="Disable selected policies", permissions=["change"])
+    def disable(self, request, queryset):
+        self._set_enabled(request, queryset, False)
+
+    def get_urls(self):
+        return [
+            path("lab/", self.admin_site.admin_view(self.lab_view), name="governance_policy_lab"),
+            path("<int:policy_id>/versions/", self.admin_site.admin_view(self.versions_view), name="governance_policy_versions"),
+        ] + super().get_urls()
+
+    def versions_view(self, request, policy_id):
+        if not self.has_view_permission(request):
+            return redirect("admin:index")
+        policy = get_object_or_404(Policy, pk=policy_id)
+        versions = [{"entry": v, "changes": values_diff(v.old_values, v.new_values)}
+                    for v in PolicyVersion.objects.filter(policy=policy).select_related("changed_by").order_by("-version", "-id")]
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "original": policy,
+                   "title": f"History of {policy.name}", "versions": versions}
+        return TemplateResponse(request, "admin/governance/policy/versions.html", context)
+
+    def lab_view(self, request):
+        if not is_governance_admin(request.user):
+            messages.error(request, "Only governance admins may use the policy lab.")
+            return redirect("admin:index")
+        form = PolicyLabForm(request.GET if "input" in request.GET else None)
+        result = error = hidden = None
+        if form.is_bound and form.is_valid():
+            agent, role = form.cleaned_data["agent"], form.cleaned_data["role"]
+            try:
+                result = policy_evaluate(agent=agent, role=role.name if role else None, text=form.cleaned_data["input"])
+            except engine.PolicyEvaluationError as exc:
+                error = f"policy {exc.policy} cannot be evaluated: {exc.reason}. A run would fail closed (policy_error)."
+            else:
+                hidden = hidden_tools(agent=agent, role=role.name if role else None, shown=[t["name"] for t in result["tools"]])
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": "Policy lab",
+                   "form": form, "result": result, "error": error, "hidden": hidden,
+                   "fired": lab_fired(result) if result else []}
+        return TemplateResponse(request, "admin/governance/policy/lab.html", context)
+
+
+class PolicyLabForm(forms.Form):
+    input = forms.CharField(label="Request text", max_length=MAX_EVALUATE_INPUT_CHARS, strip=False,
+                            widget=forms.Textarea(attrs={"rows": 4, "placeholder": "Delete the account Initech."}))
+    agent = forms.ModelChoiceField(queryset=Agent.objects.order_by("slug"), to_field_name="slug", required=False,
+                                   empty_label="No agent: only policies for every agent")
+    role = forms.ModelChoiceField(queryset=Group.objects.order_by("name"), to_field_name="name", required=False,
+                                  empty_label="Any role: no grant filter", label="Caller's role")
+
+    def clean_agent(self):
+        agent = self.cleaned_data["agent"]
+        if agent is not None and agent.current_version is None:
+            raise ValidationError(f"agent {agent.slug} has no published version")
+        return agent
+
+
+def lab_fired(result: dict) -> list[dict]:
+    """Every decision of a dry run as one table: policy, version, type, matched words, effect."""
+    rows = []
+    if result["intent_guard"]:
+        rows.append(result["intent_guard"] | {"effect": "blocks the run before any model call"})
+    rows += [p | {"effect": "adds its steps to the system prompt"} for p in result["playbooks"]]
+    for tool in result["tools"]:
+        rows += [g | {"effect": f"guides the model's use of {tool['name']}"} for g in tool["guides"]]
+        approval = tool["approval"]
+        if approval and approval["policy"]:
+            rows.append(approval | {"effect": f"parks {tool['name']} for {approval['approver_role']}"})
+    if result["output_formatter"]:
+        rows.append(result["output_formatter"] | {"effect": "reshapes the final answer"})
+    return rows
+
 
 @admin.register(PolicyVersion)
 class PolicyVersionAdmin(ReadOnlyAdmin):
     list_display = ["policy_name", "version", "action", "changed_by", "changed_at"]
     list_filter = ["action"]
-    readonly_fields = [f.name for f in PolicyVersion._meta.fields]
+    readonly_fields = ["policy_name", "version", "action", "changed_by", "changed_at", "diff"]
+
+    @admin.display(description="what changed")
+    def diff(self, entry):
+        rows = values_diff(entry.old_values, entry.new_values)
+        if not rows:
+            return "no change"
+        return format_html_join(mark_safe("<br>"), "<strong>{}</strong>: {} &rarr; {}",
+                                ((r["field"], r["before"] or "(empty)", r["after"] or "(empty)") for r in rows))
 
 
 @admin.register(ToolGrant)

@@ -20,12 +20,9 @@ from agents.models import Agent, Tool
 from governance import engine, services
 from governance.api_fields import StrictFieldsMixin
 from governance.api_errors import Conflict, Unprocessable
+from governance.evaluation import MAX_EVALUATE_INPUT_CHARS, policy_evaluate
 from governance.models import MatchMode, Policy, PolicyType, PolicyVersion, ToolGrant
 from governance.permissions import IsGovernanceAdmin, ReadAnyRoleWriteGovernanceAdmin
-from governance.screening import screen
-from governance.selectors import granted_tool_names, policy_specs
-
-MAX_EVALUATE_INPUT_CHARS = 20_000  # the same limit as a run's input
 
 
 # --- shared pieces ----------------------------------------------------------------------
@@ -204,63 +201,6 @@ class PolicyHistoryApi(ListAPIView):
 
 
 # --- the dry run ------------------------------------------------------------------------
-
-
-def policy_evaluate(*, agent: Agent | None, role: str | None, text: str) -> dict:
-    """What the pure engine decides for `text`, as a run started now would see it; starts nothing.
-
-    Without an agent only the policies scoped to every agent apply and every enabled tool is a
-    candidate; without a role no grant filter is applied. Raises PolicyEvaluationError when a
-    policy that applies cannot be evaluated (a run would fail closed on it).
-    """
-    slug = agent.slug if agent else ""
-    specs = policy_specs(agent_slug=agent.slug if agent else None)
-    if agent is None:
-        specs = [s for s in specs if not s.agents]
-    engine.check_all(specs, agent=slug)
-
-    guard = engine.intent_guard(specs, agent=slug, text=text)
-    playbooks = engine.input_decisions(specs, agent=slug, text=text, type_="playbook")
-    formatters = engine.input_decisions(specs, agent=slug, text=text, type_="output_formatter")
-    tainted = screen(text)
-
-    version = agent.current_version if agent else None
-    names = version.spec["tools"] if version else list(Tool.objects.values_list("name", flat=True))
-    if role is not None:
-        granted = granted_tool_names(role_names=[role])
-        names = [n for n in names if n in granted]
-    tools = []
-    for tool in Tool.objects.filter(name__in=names, enabled=True).order_by("name"):
-        guides = [
-            decision.explain() | {"content": spec.content}
-            for spec, decision in engine.tool_guides(specs, agent=slug, tool=tool.name)
-        ]
-        approval = None
-        found = engine.tool_approval(specs, agent=slug, tool=tool.name, text=text)
-        if found is not None:
-            spec, decision = found
-            approval = decision.explain() | {"approver_role": spec.approver_role, "reason": f"policy {spec.name} v{spec.version}"}
-        elif tool.side_effect and tainted:
-            # The harness's rule for tainted runs, mirrored so the dry run does not under-report.
-            taint_role = settings.WARRANT.get("TAINT_APPROVER_ROLE", "")
-            if not Group.objects.filter(name=taint_role).exists():
-                raise engine.PolicyEvaluationError("tainted-run rule", "no approver role is configured for tainted runs")
-            approval = {"policy_id": None, "policy": None, "version": None, "type": None, "matched": [],
-                        "approver_role": taint_role, "reason": "the input is tainted: " + ", ".join(tainted)}
-        tools.append({"name": tool.name, "side_effect": tool.side_effect, "guides": guides,
-                      "needs_approval": approval is not None, "approval": approval})
-
-    return {
-        "agent": {"slug": agent.slug, "version": version.version} if agent else None,
-        "role": role,
-        "policy_snapshot_sha256": engine.snapshot_sha256(specs),
-        "blocked": guard is not None,
-        "intent_guard": guard[1].explain() | {"response": guard[0].response} if guard else None,
-        "tainted": tainted,
-        "playbooks": [decision.explain() | {"content": spec.content} for spec, decision in playbooks],
-        "output_formatter": formatters[0][1].explain() | {"content": formatters[0][0].content} if formatters else None,
-        "tools": tools,
-    }
 
 
 class DecisionSerializer(serializers.Serializer):

@@ -1,32 +1,172 @@
-from django.contrib import admin
+"""The runs side of the compliance workbench: approval queue, runs with their timeline, receipts.
+
+Views are thin: decisions go through runs.services.approval_decide, reads through runs.selectors,
+verification through runs.receipts, exports through runs.receipts_export. Every look at a
+receipt is written to the access log.
+"""
+
+import json
+from contextvars import ContextVar
+
+from django.contrib import admin, messages
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse, HttpResponseNotAllowed
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
 
 from agents.admin import ReadOnlyAdmin
-from runs.models import ApprovalRequest, Receipt, Run, RunEvent, SideEffect
+from agents.models import Agent
+from governance.api_errors import DomainError
+from governance.models import Policy
+from governance.permissions import reads_everything
+from runs import selectors
+from runs.access_log import receipt_access_record
+from runs.models import ApprovalRequest, Receipt, ReceiptAccess, Run, RunEvent, SideEffect
+from runs.receipts import receipt_verify, receipt_verify_chain
+from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, receipts_export
+from runs.services import approval_decide, check_approval_decide
+from runs.templatetags.workbench import STATUS_TEXT, status_label
+
+class WorkbenchLoginForm(AdminAuthenticationForm):
+    """Someone who signed in correctly but has no place in the workbench is told so, not that the
+    password was wrong (they proved who they are; what they lack is a role here)."""
+
+    def confirm_login_allowed(self, user):
+        if user.is_active and not user.is_staff:
+            raise ValidationError(
+                "You are signed in correctly, but the workbench is for approvers, compliance officers and "
+                "governance admins, and your account is none of those. Operators start and read runs through "
+                "the API (see /api/v1/docs/).", code="not_staff")
+        super().confirm_login_allowed(user)
 
 
-class RunEventInline(admin.TabularInline):
-    model = RunEvent
-    fields = ["seq", "step", "kind", "data", "created_at"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
+admin.site.login_form = WorkbenchLoginForm
 
-    def has_add_permission(self, request, obj=None):
+# The app list in a sidebar costs a third of a laptop screen on every page; the workbench nav replaces it.
+admin.site.enable_nav_sidebar = False
+admin.site.site_header = admin.site.site_title = "Warrant"
+
+def time_left(expires_at, now=None) -> str:
+    seconds = int((expires_at - (now or timezone.now())).total_seconds())
+    if seconds <= 0:
+        return "expired"
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    parts = [f"{days} d"] if days else []
+    if hours or days:
+        parts.append(f"{hours} h")
+    if not days:
+        parts.append(f"{minutes} min")
+    return " ".join(parts) + " left"
+
+
+class WorkbenchAdmin(admin.ModelAdmin):
+    """Visible to staff with a role; what each sees is narrowed in get_queryset by the selectors."""
+
+    def has_module_permission(self, request):
+        return selectors.workbench_member(request.user)
+
+    def has_view_permission(self, request, obj=None):
+        return selectors.workbench_member(request.user)
+
+    def has_add_permission(self, request):
         return False
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+# --- runs -------------------------------------------------------------------------------
+
+
+class AgentFilter(admin.SimpleListFilter):
+    """By agent slug, shown even when there is only one agent (the filter bar stays predictable)."""
+
+    title = "agent"
+    parameter_name = "agent"
+    field = "agent__slug"
+
+    def lookups(self, request, model_admin):
+        return [(slug, slug) for slug in Agent.objects.order_by("slug").values_list("slug", flat=True)]
+
+    def has_output(self):
+        return True
+
+    def queryset(self, request, queryset):
+        return queryset.filter(**{self.field: self.value()}) if self.value() else queryset
+
+
+class RunStatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+    field = "status"
+    statuses = ("queued", "running", "awaiting_approval", "succeeded", "failed", "blocked", "stopped", "cancelled")
+
+    def lookups(self, request, model_admin):
+        return [(s, STATUS_TEXT[s]) for s in self.statuses]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(**{self.field: self.value()}) if self.value() else queryset
+
+
+class ReceiptAgentFilter(AgentFilter):
+    field = "run__agent__slug"
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdmin):
-    list_display = ["id", "agent", "caller", "status", "stop_reason", "error", "created_at"]
-    list_filter = ["status", "agent", "tainted"]
+class RunAdmin(WorkbenchAdmin):
+    list_display = ["short_id", "request_text", "agent", "caller", "status_text", "outcome", "tainted_text", "created_at"]
+    list_filter = [RunStatusFilter, AgentFilter, ("caller", admin.RelatedOnlyFieldListFilter),
+                   ("created_at", admin.DateFieldListFilter), "tainted"]
     search_fields = ["id", "input", "caller__username"]
-    inlines = [RunEventInline]
+    date_hierarchy = "created_at"
+    list_select_related = ["agent", "caller"]
 
-    def has_change_permission(self, request, obj=None):
-        return False
+    def get_queryset(self, request):
+        return selectors.runs_visible_in_admin(request.user)
+
+    @admin.display(description="run", ordering="created_at")
+    def short_id(self, run):
+        return str(run.id)[:8]
+
+    @admin.display(description="request")
+    def request_text(self, run):
+        return run.input if len(run.input) <= 70 else run.input[:69] + "…"
+
+    @admin.display(description="status", ordering="status")
+    def status_text(self, run):
+        return status_label(run.status)
+
+    @admin.display(description="stop reason / error")
+    def outcome(self, run):
+        return run.stop_reason or run.error or "-"
+
+    @admin.display(description="tainted", ordering="tainted")
+    def tainted_text(self, run):
+        return "TAINTED" if run.tainted else "no"
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        run = get_object_or_404(self.get_queryset(request), pk=object_id)
+        events = list(RunEvent.objects.filter(run=run).order_by("seq"))
+        approvals = list(run.approvals.select_related("approver_role", "decided_by").order_by("created_at"))
+        receipt = Receipt.objects.filter(run=run).first()
+        context = {
+            **self.admin_site.each_context(request), "opts": self.opts, "title": f"Run {str(run.id)[:8]}",
+            "run": run, "status": status_label(run.status), "events": events, "approvals": approvals,
+            "receipt": receipt, "taint_reasons": run.state.get("taint_reasons", []),
+            "tainted": bool(run.state.get("tainted")) or run.tainted,
+            "receipt_url": reverse("admin:runs_receipt_change", args=[receipt.pk]) if receipt and reads_everything(
+                request.user) else None,
+        }
+        return TemplateResponse(request, "admin/runs/run/timeline.html", context)
 
 
 @admin.register(RunEvent)
@@ -35,22 +175,292 @@ class RunEventAdmin(ReadOnlyAdmin):
     list_filter = ["kind"]
 
 
-@admin.register(ApprovalRequest)
-class ApprovalRequestAdmin(ReadOnlyAdmin):
-    list_display = ["tool", "run", "approver_role", "status", "decided_by", "expires_at", "created_at"]
-    list_filter = ["status", "approver_role"]
-
-
 @admin.register(SideEffect)
 class SideEffectAdmin(ReadOnlyAdmin):
     list_display = ["idempotency_key", "tool", "status", "attempts", "created_at"]
     list_filter = ["status", "tool"]
 
 
+# --- approvals --------------------------------------------------------------------------
+
+
+@admin.register(ApprovalRequest)
+class ApprovalRequestAdmin(WorkbenchAdmin):
+    """The changelist is the record of every request; the queue (queue/) is where decisions happen."""
+
+    list_display = ["tool", "run_link", "approver_role", "status_text", "decided_by", "expires_at", "created_at"]
+    list_filter = ["status", "approver_role", ("created_at", admin.DateFieldListFilter)]
+    list_select_related = ["run", "approver_role", "decided_by"]
+    change_list_template = "admin/runs/approvalrequest/change_list.html"
+
+    def get_queryset(self, request):
+        return selectors.approvals_visible_to(request.user)
+
+    @admin.display(description="status", ordering="status")
+    def status_text(self, approval):
+        return status_label(approval.status)
+
+    @admin.display(description="run")
+    def run_link(self, approval):
+        return format_html('<a href="{}">{}</a>', reverse("admin:runs_run_change", args=[approval.run_id]),
+                           str(approval.run_id)[:8])
+
+    def get_urls(self):
+        return [
+            path("queue/", self.admin_site.admin_view(self.queue_view), name="runs_approval_queue"),
+            path("<uuid:approval_id>/decide/", self.admin_site.admin_view(self.decide_view), name="runs_approval_decide"),
+        ] + super().get_urls()
+
+    def queue_view(self, request):
+        if not selectors.workbench_member(request.user):
+            return redirect("admin:index")
+        now = timezone.now()
+        cards = []
+        for approval in selectors.approval_queue(request.user).select_related("run__agent_version"):
+            try:
+                check_approval_decide(approval=approval, user=request.user)
+                refusal = ""
+            except DomainError as exc:
+                refusal = exc.message
+            run = approval.run
+            cards.append({
+                "approval": approval, "run": run, "refusal": refusal, "time_left": time_left(approval.expires_at, now),
+                "arguments": json.dumps(approval.arguments, indent=2, sort_keys=True, ensure_ascii=False),
+                "tainted": bool(run.state.get("tainted")) or run.tainted,
+                "taint_reasons": run.state.get("taint_reasons", []) or [r for r in run.taint_reason.splitlines() if r],
+            })
+        recent = (ApprovalRequest.objects.filter(decided_by=request.user).select_related("run", "approver_role")
+                  .order_by("-decided_at")[:10])
+        context = {
+            **self.admin_site.each_context(request), "opts": self.opts, "title": "Approval queue",
+            "cards": cards, "counts": selectors.pending_counts_by_role(request.user), "recent": recent,
+            "status_label": status_label,
+        }
+        return TemplateResponse(request, "admin/runs/approval_queue.html", context)
+
+    def decide_view(self, request, approval_id):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        queue = reverse("admin:runs_approval_queue")
+        decision, reason = request.POST.get("decision"), request.POST.get("reason", "").strip()
+        if decision not in ("approve", "deny"):
+            messages.error(request, "Choose Approve or Deny.")
+            return redirect(queue)
+        if decision == "deny" and not reason:
+            messages.error(request, "Nothing was decided: a denial needs a reason, so the requester knows why.")
+            return redirect(f"{queue}#approval-{approval_id}")
+        if not selectors.approvals_visible_to(request.user).filter(id=approval_id).exists():
+            messages.error(request, "Nothing was decided: this request is not in a queue of yours.")
+            return redirect(queue)
+        try:
+            approval = approval_decide(approval_id=approval_id, user=request.user, approve=decision == "approve",
+                                       reason=reason)
+        except DomainError as exc:
+            messages.error(request, f"Nothing was decided: {exc.message}.")
+            return redirect(queue)
+        run = Run.objects.get(pk=approval.run_id)
+        verb = "Approved" if decision == "approve" else "Denied"
+        messages.success(request, format_html(
+            '{} {} for run <a href="{}">{}</a>. The run is now: {}.', verb, approval.tool,
+            reverse("admin:runs_run_change", args=[run.pk]), str(run.pk)[:8], STATUS_TEXT.get(run.status, run.status)))
+        return redirect(queue)
+
+
+# --- receipts ---------------------------------------------------------------------------
+
+
+class ReceiptStatusFilter(RunStatusFilter):
+    title = "run status"
+    field = "run__status"
+    statuses = ("succeeded", "failed", "blocked", "stopped", "cancelled")
+
+
+_page_chain: ContextVar = ContextVar("warrant_receipt_chain", default=None)
+
+
+def _chain_for(request):
+    """One verification of the chain per request, shared by every badge on the page."""
+    if not hasattr(request, "_warrant_chain"):
+        request._warrant_chain = receipt_verify_chain()
+    return request._warrant_chain
+
+
+def verification_badge(receipt: Receipt, chain) -> str:
+    if chain.valid or receipt.seq < chain.seq:
+        return format_html('<span class="wb-badge wb-ok">{}</span>', "Verified")
+    if receipt.seq == chain.seq:
+        return format_html('<span class="wb-badge wb-bad">BROKEN: {}</span>', chain.reason)
+    return format_html('<span class="wb-badge wb-warn">Unverifiable: chain broken at #{}</span>', chain.seq)
+
+
 @admin.register(Receipt)
-class ReceiptAdmin(ReadOnlyAdmin):
-    list_display = ["seq", "run", "hash", "created_at"]
-    readonly_fields = ["id", "run", "seq", "prev_hash", "hash", "body", "created_at"]
+class ReceiptAdmin(WorkbenchAdmin):
+    """Read-only for everyone, superusers included; every page and export lands in the access log."""
+
+    list_display = ["seq", "run_link", "agent", "caller", "run_status", "badge", "created_at"]
+    list_filter = [ReceiptStatusFilter, ReceiptAgentFilter, ("created_at", admin.DateFieldListFilter)]
+    search_fields = ["=run__id", "hash"]
+    list_select_related = ["run", "run__agent", "run__caller"]
+    actions = ["verify_chain", "export_jsonl", "export_csv"]
+    change_list_template = "admin/runs/receipt/change_list.html"
+
+    def has_module_permission(self, request):
+        return reads_everything(request.user) and request.user.is_staff
+
+    def has_view_permission(self, request, obj=None):
+        return self.has_module_permission(request)
+
+    def get_queryset(self, request):
+        return selectors.receipts_visible_to(request.user).select_related("run__agent", "run__caller")
 
     def get_actions(self, request):
-        return {}  # no bulk delete, for superusers too
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # no bulk delete, for superusers too
+        return actions
+
+    @admin.display(description="run")
+    def run_link(self, receipt):
+        return format_html('<a href="{}">{}</a>', reverse("admin:runs_run_change", args=[receipt.run_id]),
+                           str(receipt.run_id)[:8])
+
+    @admin.display(description="agent")
+    def agent(self, receipt):
+        return receipt.run.agent.slug
+
+    @admin.display(description="caller")
+    def caller(self, receipt):
+        return receipt.run.caller.get_username()
+
+    @admin.display(description="run status")
+    def run_status(self, receipt):
+        return status_label(receipt.run.status)
+
+    @admin.display(description="verification")
+    def badge(self, receipt):
+        return verification_badge(receipt, _page_chain.get() or receipt_verify_chain())
+
+    def changelist_view(self, request, extra_context=None):
+        chain = _chain_for(request)
+        token = _page_chain.set(chain)
+        try:
+            response = super().changelist_view(request, extra_context={
+                **(extra_context or {}), "chain": chain, "export_query": request.GET.urlencode(),
+            })
+            if hasattr(response, "render"):
+                response.render()  # the badges read the chain while the page renders
+        finally:
+            _page_chain.reset(token)
+        cl = response.context_data.get("cl") if hasattr(response, "context_data") else None
+        if cl is not None:
+            receipt_access_record(user=request.user, action=ReceiptAccess.Action.LIST, receipts=cl.result_list,
+                                  channel="admin", query=request.GET.urlencode())
+        return response
+
+    def get_urls(self):
+        return [
+            path("export/", self.admin_site.admin_view(self.export_view), name="runs_receipt_export"),
+            path("verify-chain/", self.admin_site.admin_view(self.verify_chain_view), name="runs_receipt_verify_chain"),
+            path("<uuid:receipt_id>/verify/", self.admin_site.admin_view(self.verify_view), name="runs_receipt_verify"),
+        ] + super().get_urls()
+
+    # Reads ---------------------------------------------------------------------------------
+
+    def _detail(self, request, receipt: Receipt, *, verified=None):
+        body = json.loads(receipt.body)
+        names = dict(Policy.objects.filter(id__in=[p["id"] for p in body.get("policies_fired", [])]).values_list("id", "name"))
+        for fired in body.get("policies_fired", []):
+            fired["name"] = names.get(fired["id"])  # for display only; the body itself is untouched
+        context = {
+            **self.admin_site.each_context(request), "opts": self.opts, "title": f"Receipt #{receipt.seq}",
+            "receipt": receipt, "body": body, "body_pretty": json.dumps(body, indent=2, sort_keys=True, ensure_ascii=False),
+            "badge": verification_badge(receipt, _chain_for(request)), "verified": verified,
+            "status": status_label(body["status"]),
+        }
+        return TemplateResponse(request, "admin/runs/receipt/detail.html", context)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        if not self.has_view_permission(request):
+            return redirect("admin:index")
+        receipt = get_object_or_404(self.get_queryset(request), pk=object_id)
+        receipt_access_record(user=request.user, action=ReceiptAccess.Action.VIEW, receipts=[receipt], channel="admin")
+        return self._detail(request, receipt)
+
+    def verify_view(self, request, receipt_id):
+        if not self.has_view_permission(request):
+            return redirect("admin:index")
+        receipt = get_object_or_404(self.get_queryset(request), pk=receipt_id)
+        result = receipt_verify(receipt=receipt)
+        receipt_access_record(user=request.user, action=ReceiptAccess.Action.VERIFY, receipts=[receipt], channel="admin")
+        return self._detail(request, receipt, verified=result)
+
+    def verify_chain_view(self, request):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_view_permission(request):
+            return redirect("admin:index")
+        self._report_chain(request, receipt_verify_chain(), receipts=[])
+        return redirect("admin:runs_receipt_changelist")
+
+    def export_view(self, request):
+        """Export what the changelist shows under the same filters (no JavaScript needed)."""
+        if not self.has_view_permission(request):
+            return redirect("admin:index")
+        params = request.GET.copy()
+        format_ = params.pop("format", [""])[-1]
+        if format_ not in EXPORT_FORMATS:
+            messages.error(request, f"Choose an export format: {' or '.join(EXPORT_FORMATS)}.")
+            return redirect("admin:runs_receipt_changelist")
+        request.GET = params
+        queryset = self.get_changelist_instance(request).get_queryset(request)
+        return self._export(request, queryset, format_)
+
+    # Actions -------------------------------------------------------------------------------
+
+    def _report_chain(self, request, result, *, receipts) -> None:
+        receipt_access_record(user=request.user, action=ReceiptAccess.Action.VERIFY_CHAIN, receipts=receipts,
+                              channel="admin")
+        if result.valid:
+            self.message_user(request, f"Chain verified: all {result.checked} receipts intact, from #1 to the newest.",
+                              messages.SUCCESS)
+        else:
+            self.message_user(request, f"Chain BROKEN at receipt #{result.seq}: {result.reason}. "
+                                       f"{result.checked} receipt(s) before it are intact.", messages.ERROR)
+
+    @admin.action(description="Verify the chain up to the selected receipts")
+    def verify_chain(self, request, queryset):
+        receipts = list(queryset.order_by("seq"))
+        self._report_chain(request, receipt_verify_chain(upto_seq=receipts[-1].seq), receipts=receipts)
+
+    @admin.action(description="Export selected as JSON lines")
+    def export_jsonl(self, request, queryset):
+        return self._export(request, queryset, "jsonl")
+
+    @admin.action(description="Export selected as CSV (formulas neutralised)")
+    def export_csv(self, request, queryset):
+        return self._export(request, queryset, "csv")
+
+    def _export(self, request, queryset, format_: str) -> HttpResponse:
+        receipts = list(queryset.order_by("seq")[:EXPORT_LIMIT])
+        receipt_access_record(user=request.user, action=ReceiptAccess.Action.EXPORT, receipts=receipts,
+                              channel="admin", format=format_, query=request.GET.urlencode())
+        response = HttpResponse(receipts_export(receipts, format=format_), content_type=f"{MEDIA_TYPES[format_]}; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="warrant-receipts.{format_}"'
+        return response
+
+
+@admin.register(ReceiptAccess)
+class ReceiptAccessAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "username", "action", "channel", "format", "count", "receipts", "query"]
+    list_filter = ["action", "channel", ("created_at", admin.DateFieldListFilter)]
+    search_fields = ["username"]
+
+    @admin.display(description="receipts")
+    def receipts(self, entry):
+        shown = ", ".join(i[:8] for i in entry.receipt_ids[:5])
+        return shown + (f" and {entry.count - 5} more" if entry.count > 5 else "") if shown else "-"
+
+    def has_module_permission(self, request):
+        return reads_everything(request.user) and request.user.is_staff
+
+    def has_view_permission(self, request, obj=None):
+        return self.has_module_permission(request)

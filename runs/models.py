@@ -219,3 +219,32 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.state})"
+
+
+class ReceiptAccess(AppendOnlyModel):
+    """Who looked at or took receipts, when, and which: the audit trail of the evidence itself."""
+
+    class Action(models.TextChoices):
+        LIST = "list", "listed"
+        VIEW = "view", "viewed"
+        VERIFY = "verify", "verified"
+        VERIFY_CHAIN = "verify_chain", "verified the chain"
+        EXPORT = "export", "exported"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    username = models.CharField(max_length=150, help_text="As it was at the time.")
+    action = models.CharField(max_length=16, choices=Action.choices)
+    channel = models.CharField(max_length=8, help_text="admin or api")
+    format = models.CharField(max_length=8, blank=True, help_text="jsonl or csv, for exports")
+    receipt_ids = models.JSONField(default=list)
+    count = models.PositiveIntegerField(default=0)
+    query = models.CharField(max_length=1000, blank=True, help_text="The filters or selection, as asked.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "receipt access"
+        verbose_name_plural = "receipt access log"
+
+    def __str__(self) -> str:
+        return f"{self.username} {self.get_action_display()} {self.count} receipt(s)"

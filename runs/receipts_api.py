@@ -1,7 +1,5 @@
 """Receipts over the API: read, verify, export. Read-only by construction: no write verbs exist."""
 
-import csv
-import io
 import json
 
 import django_filters
@@ -15,12 +13,11 @@ from rest_framework.generics import GenericAPIView, ListAPIView
 from rest_framework.response import Response
 
 from runs import selectors
+from runs.access_log import receipt_access_record
 from runs.models import Receipt, Run
 from runs.receipts import receipt_verify
+from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, receipts_export
 
-EXPORT_LIMIT = 10_000
-EXPORT_FORMATS = ("jsonl", "csv")
-CSV_COLUMNS = ["seq", "id", "run_id", "created_at", "status", "agent", "caller", "hash", "prev_hash"]
 
 
 class ReceiptOutputSerializer(serializers.ModelSerializer):
@@ -58,13 +55,21 @@ class ReceiptListApi(_Receipts, ListAPIView):
     serializer_class = ReceiptOutputSerializer
     filterset_class = ReceiptFilter
 
+    def paginate_queryset(self, queryset):
+        page = super().paginate_queryset(queryset)
+        receipt_access_record(user=self.request.user, action="list", receipts=page if page is not None else queryset,
+                              channel="api", query=self.request.META.get("QUERY_STRING", ""))
+        return page
+
 
 class ReceiptDetailApi(_Receipts, GenericAPIView):
     serializer_class = ReceiptOutputSerializer
 
     @extend_schema(operation_id="receipts_retrieve")
     def get(self, request, receipt_id):
-        return Response(ReceiptOutputSerializer(get_object_or_404(self.get_queryset(), id=receipt_id)).data)
+        receipt = get_object_or_404(self.get_queryset(), id=receipt_id)
+        receipt_access_record(user=request.user, action="view", receipts=[receipt], channel="api")
+        return Response(ReceiptOutputSerializer(receipt).data)
 
 
 class VerificationSerializer(serializers.Serializer):
@@ -81,6 +86,7 @@ class ReceiptVerifyApi(_Receipts, GenericAPIView):
     def get(self, request, receipt_id):
         receipt = get_object_or_404(self.get_queryset(), id=receipt_id)
         result = receipt_verify(receipt=receipt)
+        receipt_access_record(user=request.user, action="verify", receipts=[receipt], channel="api")
         named, seq = result.receipt, result.seq
         if not result.valid and not self.get_queryset().filter(id=named).exists():
             # The broken receipt belongs to someone else: say the chain is broken, not whose it is.
@@ -89,38 +95,25 @@ class ReceiptVerifyApi(_Receipts, GenericAPIView):
 
 
 class JSONLinesRenderer(renderers.BaseRenderer):
-    media_type = "application/x-ndjson"
+    media_type = MEDIA_TYPES["jsonl"]
     format = "jsonl"
     charset = "utf-8"
 
     def render(self, data, accepted_media_type=None, renderer_context=None):
         if isinstance(data, dict):  # an error body
             return json.dumps(data).encode()
-        return "".join(f"{line}\n" for line in data).encode()
-
-
-def neutralise(value) -> str:
-    """A cell a spreadsheet would run as a formula is prefixed with a quote."""
-    text = "" if value is None else str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+        return receipts_export(data, format="jsonl").encode()
 
 
 class CSVRenderer(renderers.BaseRenderer):
-    media_type = "text/csv"
+    media_type = MEDIA_TYPES["csv"]
     format = "csv"
     charset = "utf-8"
 
     def render(self, data, accepted_media_type=None, renderer_context=None):
         if isinstance(data, dict):
             return json.dumps(data).encode()
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(CSV_COLUMNS)
-        for line in data:
-            body = json.loads(line["body"])
-            row = {**line, "status": body["status"], "agent": body["agent"]["slug"], "caller": body["caller"]["username"]}
-            writer.writerow([neutralise(row[c]) for c in CSV_COLUMNS])
-        return out.getvalue().encode()
+        return receipts_export(data, format="csv").encode()
 
 
 class ExportResponse(Response):
@@ -156,12 +149,8 @@ class ReceiptExportApi(_Receipts, GenericAPIView):
                                                               (200, "text/csv"): OpenApiTypes.STR},
                    parameters=[OpenApiParameter("format", str, enum=list(EXPORT_FORMATS), required=True)])
     def get(self, request):
-        receipts = self.filter_queryset(self.get_queryset())[:EXPORT_LIMIT]
-        if request.accepted_renderer.format == "csv":
-            data = [{"seq": r.seq, "id": r.id, "run_id": r.run_id, "created_at": r.created_at.isoformat(),
-                     "hash": r.hash, "prev_hash": r.prev_hash, "body": r.body} for r in receipts]
-        else:
-            data = [json.dumps({"id": str(r.id), "seq": r.seq, "prev_hash": r.prev_hash, "hash": r.hash,
-                                "body": json.loads(r.body)}, sort_keys=True, ensure_ascii=False) for r in receipts]
+        data = list(self.filter_queryset(self.get_queryset())[:EXPORT_LIMIT])
+        receipt_access_record(user=request.user, action="export", receipts=data, channel="api",
+                              format=request.accepted_renderer.format, query=request.META.get("QUERY_STRING", ""))
         filename = f"warrant-receipts.{request.accepted_renderer.format}"
         return ExportResponse(data, headers={"Content-Disposition": f'attachment; filename="{filename}"'})

@@ -1,7 +1,9 @@
 """Reads of runs, approvals and receipts, scoped to what the user may see."""
 
-from django.db.models import QuerySet
+from django.conf import settings
+from django.db.models import Q, QuerySet
 
+from governance.models import Policy
 from governance.permissions import reads_everything
 from runs.models import ApprovalRequest, Receipt, Run
 
@@ -27,3 +29,36 @@ def pending_approval(run: Run) -> ApprovalRequest | None:
     if run.status != "awaiting_approval":
         return None
     return run.approvals.filter(status="pending").select_related("approver_role").order_by("-created_at").first()
+
+
+# --- the admin workbench ------------------------------------------------------------------
+
+
+def workbench_member(user) -> bool:
+    """Staff with a role (or a superuser): someone the admin workbench has something to show."""
+    return bool(user.is_active and user.is_staff and (user.is_superuser or user.groups.exists()))
+
+
+def approval_queue(user) -> QuerySet[ApprovalRequest]:
+    """Pending requests the user may see (their roles'; compliance sees all), oldest first."""
+    return approvals_visible_to(user).filter(status=ApprovalRequest.Status.PENDING).order_by("created_at", "id")
+
+
+def pending_counts_by_role(user) -> list[tuple[str, int]]:
+    """(role, pending requests) for each role whose queue the user sees; the user's approver roles always listed."""
+    approver_roles = set(Policy.objects.filter(approver_role__isnull=False).values_list("approver_role__name", flat=True))
+    approver_roles.add(settings.WARRANT.get("TAINT_APPROVER_ROLE", ""))
+    counts: dict[str, int] = {name: 0 for name in user.groups.filter(name__in=approver_roles).values_list("name", flat=True)}
+    for name in approval_queue(user).values_list("approver_role__name", flat=True):
+        counts[name] = counts.get(name, 0) + 1
+    return sorted(counts.items())
+
+
+def runs_visible_in_admin(user) -> QuerySet[Run]:
+    """Runs the user reads, plus runs waiting on (or decided by) one of the user's approver roles:
+    an approver decides with the run's whole trace in view."""
+    if reads_everything(user):
+        return runs_visible_to(user)
+    return Run.objects.select_related("agent", "agent_version", "caller", "receipt").filter(
+        Q(caller=user) | Q(approvals__approver_role__in=user.groups.all())
+    ).distinct()

@@ -41,3 +41,22 @@ class Skill(models.Model):
             "version": self.version,
             "sha256": self.sha256,
         }
+
+
+class SkillVersion(models.Model):
+    """One row per change of a skill: the SKILL.md text as it was saved, by whom and when."""
+
+    skill = models.ForeignKey(Skill, null=True, on_delete=models.SET_NULL, related_name="history")
+    skill_name = models.CharField(max_length=64)
+    version = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Skill.Status.choices)
+    source = models.TextField()
+    sha256 = models.CharField(max_length=64)
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-changed_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.skill_name} v{self.version} ({self.status})"

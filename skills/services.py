@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
-from skills.models import Skill
+from skills.models import Skill, SkillVersion
 from skills.parser import ParsedSkill, SkillFormatError, parse_skill_md
 
 CREATED = "created"
@@ -50,6 +50,7 @@ def _import(*, parsed: ParsedSkill, text: str, user, status: str | None) -> tupl
                 skill.status = status
             _apply(skill, parsed=parsed, text=text, user=user)
             skill.save()
+            _history(skill, user)
             return skill, CREATED
 
         text_changed = skill.sha256 != parsed.sha256
@@ -63,6 +64,7 @@ def _import(*, parsed: ParsedSkill, text: str, user, status: str | None) -> tupl
             skill.status = status
             skill.updated_by = user
         skill.save()
+        _history(skill, user)
         return skill, UPDATED
 
 
@@ -74,3 +76,8 @@ def _apply(skill: Skill, *, parsed: ParsedSkill, text: str, user) -> None:
     skill.sha256 = parsed.sha256
     skill.source = text
     skill.updated_by = user
+
+
+def _history(skill: Skill, user) -> None:
+    SkillVersion.objects.create(skill=skill, skill_name=skill.name, version=skill.version, status=skill.status,
+                                source=skill.source, sha256=skill.sha256, changed_by=user)

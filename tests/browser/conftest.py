@@ -1,0 +1,135 @@
+"""A real Warrant server (runserver on loopback, its own SQLite file, the demo loaded) and a real
+Chromium driven by Playwright. Nothing here touches the test database: the browser and the API
+client see only what the server serves.
+
+Chromium is Debian's (`make browser-deps` installs it); Playwright's own browser download is not
+used. Screenshots of every page land in var/screenshots/ (not committed).
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("WARRANT_CHROMIUM", "/usr/bin/chromium")
+PORT = int(os.environ.get("WARRANT_BROWSER_PORT", "18310"))
+SCREENSHOTS = ROOT / "var" / "screenshots"
+PASSWORD = "warrant-demo"
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"no Chromium at {CHROMIUM}: run `make browser-deps` (apt-get install chromium chromium-driver)",
+                allow_module_level=True)
+
+
+def _env(data_dir: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    env.update(DJANGO_DEBUG="1", WARRANT_DATA_DIR=str(data_dir), DEMO_PASSWORD=PASSWORD, WARRANT_TEST_FAST_HASHER="1",
+               PYTHONUNBUFFERED="1")
+    return env
+
+
+def _manage(env: dict, *args: str) -> str:
+    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """Base URL of a live Warrant with the demo loaded, and an API token per demo user."""
+    data_dir = tmp_path_factory.mktemp("warrant-browser")
+    env = _env(data_dir)
+    _manage(env, "migrate", "--noinput")
+    # One interpreter for the demo, a secops member who may also start runs (the
+    # separation-of-duties case) and an API token per user: each manage.py start costs seconds.
+    out = _manage(env, "shell", "-c", (
+        "from django.contrib.auth import get_user_model; from django.contrib.auth.models import Group; "
+        "from rest_framework.authtoken.models import Token; from runs.demo import demo_load; demo_load(); "
+        f"u = get_user_model().objects.create_user('dual', password='{PASSWORD}', is_staff=True); "
+        "u.groups.add(*Group.objects.filter(name__in=['operators', 'secops'])); "
+        "print('TOKENS', *(n + '=' + Token.objects.get_or_create(user=get_user_model().objects.get(username=n))[0].key "
+        "for n in ['operator', 'approver', 'compliance', 'dual']))"))
+    line = next(line for line in out.splitlines() if line.startswith("TOKENS "))
+    tokens = dict(pair.split("=") for pair in line.split()[1:])
+    log = open(data_dir / "server.log", "w")
+    process = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{PORT}", "--noreload"],
+                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{PORT}"
+    try:
+        for _ in range(300):
+            if process.poll() is not None:
+                raise RuntimeError(f"the server exited: {(data_dir / 'server.log').read_text()}")
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        else:
+            raise RuntimeError("the server did not answer /healthz")
+        yield {"url": base, "tokens": tokens, "log": data_dir / "server.log"}
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def api(server):
+    def client(user: str) -> httpx.Client:
+        return httpx.Client(base_url=f"{server['url']}/api/v1", timeout=30,
+                            headers={"Authorization": f"Token {server['tokens'][user]}"})
+    return client
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        # Root in a container has no user namespaces for Chromium's sandbox.
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="session")
+def screenshots():
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    SCREENSHOTS.mkdir(parents=True)
+    return SCREENSHOTS
+
+
+@pytest.fixture
+def page(browser, server, screenshots):
+    """A fresh browser context (no cookies) at laptop size, with `shot(name)` and `login(user)`."""
+    context = browser.new_context(viewport={"width": 1366, "height": 768}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    base = server["url"]
+
+    def shot(name: str) -> Path:
+        path = screenshots / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def login(user: str, password: str = PASSWORD) -> None:
+        page.goto(f"{base}/admin/login/?next=/admin/")
+        page.fill("#id_username", user)
+        page.fill("#id_password", password)
+        page.click("input[type=submit]")
+
+    page.base = base
+    page.shot = shot
+    page.login = login
+    yield page
+    context.close()
