@@ -142,6 +142,7 @@ def test_the_run_page_shows_its_timeline_in_order(operator):
              "Approval decided: delete_account", "Tool call: delete_account", "Run finished"]
     positions = [page.index(marker) for marker in order]
     assert positions == sorted(positions)
+    assert page.index("Model attempt 1: scripted") < page.index("Model call")
     for detail in ("Requested model", "Actual model", "Latency", "Result envelope", "side-effects-need-secops version 1"):
         assert detail in page, detail
 
