@@ -196,6 +196,10 @@ WARRANT = {
     "QUEUED_GRACE_SECONDS": int(os.environ.get("WARRANT_QUEUED_GRACE_SECONDS", "60")),
     "DEFAULT_APPROVAL_TTL_SECONDS": int(os.environ.get("WARRANT_APPROVAL_TTL_SECONDS", str(72 * 3600))),
     "TOOL_RESULT_MAX_CHARS": int(os.environ.get("WARRANT_TOOL_RESULT_MAX_CHARS", "20000")),
+    # How much of one tool result the model is shown (fenced as data); the rest is cut, and says so.
+    "TOOL_RESULT_CONTEXT_CHARS": int(os.environ.get("WARRANT_TOOL_RESULT_CONTEXT_CHARS", "12000")),
+    # Approval requests one run may raise; past it, calls that need one are refused.
+    "MAX_APPROVAL_REQUESTS_PER_RUN": int(os.environ.get("WARRANT_MAX_APPROVAL_REQUESTS_PER_RUN", "5")),
     # Who approves side effects of a run whose input or tool results read like injected orders.
     "TAINT_APPROVER_ROLE": os.environ.get("WARRANT_TAINT_APPROVER_ROLE", "secops"),
     "COMPLIANCE_ROLE": os.environ.get("WARRANT_COMPLIANCE_ROLE", "compliance"),

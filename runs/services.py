@@ -61,6 +61,10 @@ def _freeze(*, agent: Agent, caller) -> dict:
         "policy_snapshot_sha256": snapshot_sha256(policies),
         "skills": [s.spec() for s in Skill.objects.filter(status=Skill.Status.APPROVED)],
         "taint_approver_role": taint_role if Group.objects.filter(name=taint_role).exists() else "",
+        "limits": {
+            "max_approval_requests": settings.WARRANT["MAX_APPROVAL_REQUESTS_PER_RUN"],
+            "tool_result_context_chars": settings.WARRANT["TOOL_RESULT_CONTEXT_CHARS"],
+        },
     }
 
 
