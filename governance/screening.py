@@ -110,6 +110,9 @@ def _opaque(text: str) -> bool:
         return True
     if sum(1 for ch in text if unicodedata.combining(ch)) >= 12:
         return True
+    # Long Morse or NATO-alphabet runs: a reader sees noise, a model spells it out.
+    if _LONG_MORSE.search(text) or _LONG_NATO.search(text):
+        return True
     for token in text.split():
         if len(token) >= 12 and len({_script(ch) for ch in token if not ch.isascii()}) >= 3:
             return True
@@ -133,6 +136,9 @@ _NATO_WORDS = (
     "november oscar papa quebec romeo sierra tango uniform victor whiskey xray x-ray yankee zulu"
 ).split()
 _NATO = re.compile(r"\b(?:(?:" + "|".join(_NATO_WORDS) + r")\b[\s,]*){6,}", re.IGNORECASE)
+_LONG_MORSE = re.compile(r"(?:[.\-]{1,7}[ /]+){15,}")
+_LONG_NATO = re.compile(r"\b(?:(?:" + "|".join(_NATO_WORDS) + r")\b[\s,]*){10,}", re.IGNORECASE)
+_UU_LINE = re.compile(r"(?m)(?:^|:\s)([!-`][ -`]{4,60})\s*$")
 _MORSE_CODE = {
     ".-": "a", "-...": "b", "-.-.": "c", "-..": "d", ".": "e", "..-.": "f", "--.": "g", "....": "h",
     "..": "i", ".---": "j", "-.-": "k", ".-..": "l", "--": "m", "-.": "n", "---": "o", ".--.": "p",
@@ -179,7 +185,12 @@ def _decodings(text: str) -> list[str]:
     for match in _HEX.finditer(text):
         out.append(_bytes_text(lambda: bytes.fromhex(match.group(0))))
     for match in _A85.finditer(text):
-        out.append(_bytes_text(lambda: base64.a85decode(match.group(0).encode("ascii", "ignore"))))
+        token = match.group(0).encode("ascii", "ignore")
+        out.append(_bytes_text(lambda: base64.a85decode(token)))
+        out.append(_bytes_text(lambda: base64.b85decode(token)))
+    uu = [m.group(1) for m in _UU_LINE.finditer(text)]
+    if uu:
+        out.append(_bytes_text(lambda: b"".join(binascii.a2b_uu(line) for line in uu)))
     return [plain for plain in out if plain]
 
 
