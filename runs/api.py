@@ -180,14 +180,20 @@ class ApprovalOutputSerializer(serializers.ModelSerializer):
     approver_role = serializers.CharField(source="approver_role.name")
     decided_by = serializers.CharField(source="decided_by.username", allow_null=True, default=None)
     run_tainted = serializers.BooleanField(source="run.tainted")
+    run_taint_reasons = serializers.SerializerMethodField(
+        help_text="Why the run is tainted: where instruction-like text came in, and which patterns it matched.")
 
     class Meta:
         model = ApprovalRequest
         fields = [
             "id", "run_id", "agent", "caller", "tool", "arguments", "arguments_sha256", "policy_name",
-            "policy_version", "approver_role", "reasons", "model_rationale", "run_tainted", "status", "decided_by",
-            "decided_at", "reason", "expires_at", "created_at",
+            "policy_version", "approver_role", "reasons", "model_rationale", "run_tainted", "run_taint_reasons",
+            "status", "decided_by", "decided_at", "reason", "expires_at", "created_at",
         ]
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_run_taint_reasons(self, approval: ApprovalRequest) -> list[str]:
+        return [line for line in approval.run.taint_reason.splitlines() if line]
 
 
 class ApprovalFilter(django_filters.FilterSet):
