@@ -244,6 +244,7 @@ def _server_env(tmp: Path) -> dict[str, str]:
         "DJANGO_DEBUG": "0",
         "DJANGO_SECRET_KEY": "fuzz",
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain HTTP on loopback; production redirects to TLS
         "WARRANT_THROTTLE_RUN_CREATE": "100000/min",
         "WARRANT_THROTTLE_APPROVAL_DECIDE": "100000/min",
         "PYTHONUNBUFFERED": "1",
