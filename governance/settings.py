@@ -268,6 +268,9 @@ WARRANT = {
     "TOOL_RESULT_CONTEXT_CHARS": int(os.environ.get("WARRANT_TOOL_RESULT_CONTEXT_CHARS", "12000")),
     # Approval requests one run may raise; past it, calls that need one are refused.
     "MAX_APPROVAL_REQUESTS_PER_RUN": int(os.environ.get("WARRANT_MAX_APPROVAL_REQUESTS_PER_RUN", "5")),
+    # What is redacted from run traces and logs: api_keys, card_numbers, emails (governance.redaction).
+    "REDACT": [k.strip() for k in os.environ.get("WARRANT_REDACT", "api_keys,card_numbers,emails").split(",")
+               if k.strip()],
     # Who approves side effects of a run whose input or tool results read like injected orders.
     "TAINT_APPROVER_ROLE": os.environ.get("WARRANT_TAINT_APPROVER_ROLE", "secops"),
     "COMPLIANCE_ROLE": os.environ.get("WARRANT_COMPLIANCE_ROLE", "compliance"),
@@ -277,6 +280,7 @@ WARRANT = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"redact": {"()": "governance.redaction.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("WARRANT_LOG_LEVEL", "INFO")},
 }

@@ -47,6 +47,8 @@ class Deps:
     execute: Callable[..., dict]  # (call, *, side_effect, approval_id) -> envelope
     granted_now: Callable[[], set[str]]
     now: Callable[[], float] = time.time
+    # Kinds of secret found in a call's arguments (API keys, card numbers); see governance.redaction.
+    leaks: Callable[[dict], list[str]] = lambda arguments: []
 
 
 @dataclass(frozen=True)
@@ -300,18 +302,22 @@ def _skill_allowed(snapshot: dict, state: dict) -> set[str] | None:
     return set().union(*contracts)
 
 
-def _approval_needed(snapshot: dict, state: dict, call: dict) -> tuple[str, int | None, dict | None, list[str]] | None:
+def _approval_needed(snapshot: dict, state: dict, call: dict, deps: Deps) -> tuple[str, int | None, dict | None, list[str]] | None:
     """(approver role, ttl, policy decision, reasons) when this call must wait for a human."""
     specs = context.policies(snapshot)
     agent = snapshot["agent"]["slug"]
     tool = snapshot["tools"][call["name"]]
     found = engine.tool_approval(specs, agent=agent, tool=call["name"], text=state["messages"][0]["content"])
     taint = ["the run is tainted: " + "; ".join(state["taint_reasons"])] if state["tainted"] else []
+    # A secret on its way out is never the model's call to make, whatever the policies say.
+    leaked = deps.leaks(call["arguments"]) if tool["side_effect"] else []
+    if leaked:
+        taint.append("the arguments carry a secret: " + ", ".join(leaked))
     if found is not None:
         spec, decision = found
         reasons = [f"policy {spec.name} v{spec.version}"] + taint
         return spec.approver_role, spec.approval_ttl_seconds, decision.explain(), reasons
-    if tool["side_effect"] and state["tainted"]:
+    if tool["side_effect"] and taint:
         role = snapshot.get("taint_approver_role")
         if not role:
             raise engine.PolicyEvaluationError("tainted-run rule", "no approver role is configured for tainted runs")
@@ -337,7 +343,7 @@ def _run_tools(result: StepResult, snapshot: dict, deps: Deps, *, run_id: str, d
             _record(state, events, call, refusal, duration_ms=0, approval_id=None)
             continue
         approval_id = None
-        needed = _approval_needed(snapshot, state, call)
+        needed = _approval_needed(snapshot, state, call, deps)
         if needed is not None:
             role, ttl, policy, reasons = needed
             digest = call_digest(run_id=run_id, step=call["step"], tool=call["name"], arguments=call["arguments"])
