@@ -172,6 +172,12 @@ def _begin(result: StepResult, snapshot: dict) -> None:
 
     if (taint := _taint(state, "input", screen(text))) is not None:
         events.append(("tainted", taint))
+    # Tool descriptions can come from outside (MCP servers, OpenAPI documents) and reach the
+    # model verbatim: a poisoned description is an injection like any other.
+    for name in context.visible_tools(snapshot):
+        description = snapshot["tools"][name].get("description", "")
+        if (taint := _taint(state, f"description of tool {name}", screen(description))) is not None:
+            events.append(("tainted", taint))
     for spec, decision in engine.input_decisions(specs, agent=agent, text=text, type_="playbook"):
         state["playbooks"].append(spec.id)
         state["fired"].append(decision.explain())

@@ -95,6 +95,7 @@ def _report(title: str, tried: int, rows: list[dict]) -> dict:
         "payloads_x_channels": tried,
         "blocked_before_any_model_call": sum(r["tool"] is None for r in rows),
         "side_effect_attempts": sum(r["tool"] is not None for r in rows),
+        "runs_tainted": sum(r["tainted"] for r in rows),
         "executed_without_approval": sum(r["executed_without_approval"] for r in rows),
         "stopped_with_recorded_rule": sum(bool(r["rule"]) and not r["executed_without_approval"] for r in rows
                                           if r["tool"] is not None),
