@@ -46,9 +46,10 @@ import django, json
 django.setup()
 from django.test import Client
 c = Client()
-plain = c.get('/healthz')
+plain = c.get('/api/v1/schema/')
 tls = c.get('/healthz', secure=True)
-print(json.dumps({'plain': [plain.status_code, plain.get('Location')],
+health = c.get('/healthz')
+print(json.dumps({'plain': [plain.status_code, plain.get('Location')], 'health': health.status_code,
                   'headers': {k: tls.get(k) for k in ['Strict-Transport-Security', 'Content-Security-Policy',
                               'X-Frame-Options', 'X-Content-Type-Options', 'Referrer-Policy']},
                   'secure_cookies': [django.conf.settings.SESSION_COOKIE_SECURE, django.conf.settings.CSRF_COOKIE_SECURE]}))
@@ -61,7 +62,8 @@ def test_production_redirects_plain_http_and_sends_hsts_csp_and_framing_headers(
     done = _python(HEADERS, PRODUCTION, tmp_path)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen["plain"] == [301, "https://testserver/healthz"]
+    assert seen["plain"] == [301, "https://testserver/api/v1/schema/"]
+    assert seen["health"] == 200, "load balancers probe health over plain HTTP"
     headers = seen["headers"]
     assert headers["Strict-Transport-Security"] == "max-age=31536000; includeSubDomains; preload"
     assert "default-src 'self'" in headers["Content-Security-Policy"]
