@@ -101,7 +101,11 @@ class RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         secrets = env_secrets()
         kinds = ("api_keys", "card_numbers")
-        record.msg = redact_text(record.getMessage(), kinds=kinds, secrets=secrets)
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed log call is logging's to report, not a reason to raise here
+            return True
+        record.msg = redact_text(message, kinds=kinds, secrets=secrets)
         record.args = ()
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
