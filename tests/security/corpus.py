@@ -80,7 +80,10 @@ class Payload:
 
 
 def _garak():
-    os.environ.setdefault("XDG_DATA_HOME", os.path.join(os.path.dirname(__file__), "..", "..", "var", "garak"))
+    # garak keeps a log, a cache and a config directory: all under var/, never the user's home.
+    home = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "var", "garak")
+    for name in ("XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
+        os.environ.setdefault(name, home)
     import garak
     import garak._config
 
