@@ -12,8 +12,9 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
 
-$(VENV)/.installed-test: requirements-test.txt $(VENV)/.installed
+$(VENV)/.installed-test: requirements-test.txt requirements-security.txt $(VENV)/.installed
 	$(PY) -m pip install --quiet -r requirements-test.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-security.txt
 	touch $@
 
 install: $(VENV)/.installed

@@ -1,29 +1,37 @@
 """Screening of untrusted text for instruction-like content. Pure.
 
 A hit does not block anything by itself: it marks the run tainted, and a tainted run cannot
-execute a side-effect tool without a human approval.
+execute a side-effect tool without a human approval. A false positive therefore costs one
+approval, a miss can cost an unreviewed side effect, so the screen leans towards flagging.
+
+Besides plain phrasing it looks through the usual disguises (see garak's encoding probes):
+base64/32/16, ascii85, quoted-printable, ROT13, Atbash, leetspeak, Morse, NATO spelling,
+Braille, zalgo marks, and ASCII smuggled in Unicode tag characters or variant selectors. A
+disguised order is reported under its own name plus `encoded_text`.
 """
 
+import base64
+import binascii
+import quopri
 import re
 import unicodedata
 
 # Orders to call tools or to mail someone are normal from the caller, suspicious inside data.
-DATA_ONLY = {"tool_order", "exfiltration"}
+DATA_ONLY = {"tool_order", "exfiltration", "destructive_order", "markdown_exfil"}
 
 _PATTERNS = [
-    ("override", r"\b(ignore|disregard|forget|override)\b[^.\n]{0,40}\b(instructions|rules|prompt|policies|guidelines)\b"),
+    ("override", r"\b(ignore|disregard|forget|override)\b[^.\n]{0,40}\b(instructions|rules|prompt|policies|guidelines|directions)\b"),
     ("role_change", r"\byou are now\b|\bact as (an?|the) (admin|administrator|system|developer)\b"),
     ("new_instructions", r"\b(new|updated|real) (instructions|orders|task)\s*:"),
     ("system_prompt", r"\b(system prompt|developer message)\b|<\|?(im_start|system)\|?>"),
     ("tool_order", r"\b(call|invoke|execute|run|use)\s+(the\s+)?(tool\s+)?`?[a-z]+_[a-z_]+`?"),
     ("exfiltration", r"\b(send|forward|email|mail)\b[^.\n]{0,60}\b[\w.+-]+@[\w-]+(\.[\w-]+)+"),
+    ("destructive_order", r"\b(delete|remove|drop|wipe|erase|purge|close)\b[^.\n]{0,40}\baccounts?\b"),
+    ("markdown_exfil", r"!\[[^\]\n]*\]\s*[(\[]|\]\s*:\s*https?://|\]\(\s*(https?|javascript|data):"),
 ]
 _COMPILED = [(name, re.compile(pattern, re.IGNORECASE)) for name, pattern in _PATTERNS]
 
-
-def _hidden_characters(text: str) -> bool:
-    # Unicode tag characters and other invisible format characters smuggle text past readers.
-    return any(0xE0000 <= ord(ch) <= 0xE007F or unicodedata.category(ch) == "Cf" for ch in text)
+MAX_SCREENED_CHARS = 200_000
 
 
 def screen(text: str, *, data: bool = False) -> list[str]:
@@ -31,7 +39,190 @@ def screen(text: str, *, data: bool = False) -> list[str]:
 
     `data=True` screens text that should hold no orders at all (tool results, documents).
     """
-    found = [name for name, pattern in _COMPILED if (data or name not in DATA_ONLY) and pattern.search(text)]
-    if _hidden_characters(text):
+    text = text[:MAX_SCREENED_CHARS]
+    found = _patterns(text, data)
+    decoded = [d for d in _decodings(text) if d and d != text]
+    hidden = _hidden_characters(text)
+    encoded = hidden or _opaque(text)
+    # A disguised order is suspicious whoever sends it, so decoded text is screened as data;
+    # only what the disguise added counts (leetspeak of a plain request is still that request).
+    plain_hits = _patterns(text, True)
+    for plain in decoded:
+        hits = [name for name in _patterns(plain, True) if name not in plain_hits]
+        if hits:
+            encoded = True
+            found += [name for name in hits if name not in found]
+    if encoded and not hidden:
+        found.append("encoded_text")
+    if hidden:
         found.append("hidden_characters")
     return found
+
+
+def screen_value(value, *, data: bool = True) -> list[str]:
+    """`screen` over every string inside a JSON-like value (a tool envelope), findings merged."""
+    found: list[str] = []
+    for text in _strings(value):
+        found += [name for name in screen(text, data=data) if name not in found]
+    return found
+
+
+def _patterns(text: str, data: bool) -> list[str]:
+    return [name for name, pattern in _COMPILED if (data or name not in DATA_ONLY) and pattern.search(text)]
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+# --- hidden and opaque text ----------------------------------------------------------------
+
+
+def _is_variant_selector(ch: str) -> bool:
+    return 0xFE00 <= ord(ch) <= 0xFE0F or 0xE0100 <= ord(ch) <= 0xE01EF
+
+
+def _hidden_characters(text: str) -> bool:
+    # Unicode tag characters, variant selectors and other invisible format characters smuggle
+    # text past a human reader. One variant selector after an emoji is normal; runs are not.
+    if any(0xE0000 <= ord(ch) <= 0xE007F or unicodedata.category(ch) == "Cf" for ch in text):
+        return True
+    return sum(1 for ch in text if _is_variant_selector(ch)) >= 4
+
+
+_EMOJI_RUN = re.compile(r"[\U0001F000-\U0001FAFF\u2600-\u27BF]{8,}")
+
+
+def _opaque(text: str) -> bool:
+    """Text a reader cannot read but a model may: Braille, emoji runs, stacks of combining marks,
+    long tokens mixing several scripts (base2048 and the like)."""
+    if sum(1 for ch in text if 0x2800 <= ord(ch) <= 0x28FF) >= 8:
+        return True
+    if _EMOJI_RUN.search(text.replace(" ", "")):
+        return True
+    if sum(1 for ch in text if unicodedata.combining(ch)) >= 12:
+        return True
+    # Long Morse or NATO-alphabet runs: a reader sees noise, a model spells it out.
+    if _LONG_MORSE.search(text) or _LONG_NATO.search(text):
+        return True
+    for token in text.split():
+        if len(token) >= 12 and len({_script(ch) for ch in token if not ch.isascii()}) >= 3:
+            return True
+    return False
+
+
+def _script(ch: str) -> str:
+    return unicodedata.name(ch, "UNKNOWN").split(" ")[0]
+
+
+# --- decoders ------------------------------------------------------------------------------
+
+_B64 = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
+_B32 = re.compile(r"[A-Z2-7]{16,}=*")
+_HEX = re.compile(r"(?:[0-9a-fA-F]{2}){8,}")
+_A85 = re.compile(r"\S{20,}")
+_QP = re.compile(r"=[0-9A-F]{2}")
+_MORSE = re.compile(r"(?:[.\-]{1,7}[ /]+){6,}[.\-]{1,7}")
+_NATO_WORDS = (
+    "alfa alpha bravo charlie delta echo foxtrot golf hotel india juliett juliet kilo lima mike "
+    "november oscar papa quebec romeo sierra tango uniform victor whiskey xray x-ray yankee zulu"
+).split()
+_NATO = re.compile(r"\b(?:(?:" + "|".join(_NATO_WORDS) + r")\b[\s,]*){6,}", re.IGNORECASE)
+_LONG_MORSE = re.compile(r"(?:[.\-]{1,7}[ /]+){15,}")
+_LONG_NATO = re.compile(r"\b(?:(?:" + "|".join(_NATO_WORDS) + r")\b[\s,]*){10,}", re.IGNORECASE)
+_UU_LINE = re.compile(r"(?m)(?:^|:\s)([!-`][ -`]{4,60})\s*$")
+_MORSE_CODE = {
+    ".-": "a", "-...": "b", "-.-.": "c", "-..": "d", ".": "e", "..-.": "f", "--.": "g", "....": "h",
+    "..": "i", ".---": "j", "-.-": "k", ".-..": "l", "--": "m", "-.": "n", "---": "o", ".--.": "p",
+    "--.-": "q", ".-.": "r", "...": "s", "-": "t", "..-": "u", "...-": "v", ".--": "w", "-..-": "x",
+    "-.--": "y", "--..": "z", "-----": "0", ".----": "1", "..---": "2", "...--": "3", "....-": "4",
+    ".....": "5", "-....": "6", "--...": "7", "---..": "8", "----.": "9", ".-.-.-": ".", "--..--": ",",
+    ".--.-.": "@", "..--.-": "_", "-..-.": "/", "---...": ":",
+}
+# Grade-1 Braille: dots 1-6 as bits 0-5 of the pattern's offset from U+2800.
+_BRAILLE = dict(zip(
+    [0x01, 0x03, 0x09, 0x19, 0x11, 0x0B, 0x1B, 0x13, 0x0A, 0x1A, 0x05, 0x07, 0x0D, 0x1D, 0x15, 0x0F,
+     0x1F, 0x17, 0x0E, 0x1E, 0x25, 0x27, 0x3A, 0x2D, 0x3D, 0x35],
+    "abcdefghijklmnopqrstuvwxyz",
+))
+_LEET = str.maketrans({"4": "a", "3": "e", "1": "i", "0": "o", "5": "s", "7": "t", "@": "a", "$": "s"})
+_ROT13 = str.maketrans(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+    "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
+)
+_ATBASH = str.maketrans(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+    "ZYXWVUTSRQPONMLKJIHGFEDCBAzyxwvutsrqponmlkjihgfedcba",
+)
+
+
+def _decodings(text: str) -> list[str]:
+    """Readable texts hidden in `text`, one per disguise that yields any."""
+    out = [text.translate(_ROT13), text.translate(_ATBASH), text.translate(_LEET)]
+    out.append("".join(ch for ch in text if not unicodedata.combining(ch)))
+    out.append("".join(chr(ord(ch) - 0xE0000) for ch in text if 0xE0000 < ord(ch) <= 0xE007F))
+    out.append(_variant_selectors(text))
+    out.append(_braille(text))
+    out += [_morse(m.group(0)) for m in _MORSE.finditer(text)]
+    out += ["".join(w[0] for w in re.findall(r"[A-Za-z-]+", m.group(0))) for m in _NATO.finditer(text)]
+    if len(_QP.findall(text)) >= 3:
+        out.append(_bytes_text(lambda: quopri.decodestring(text.encode("utf-8", "ignore"))))
+    for match in _B64.finditer(text):
+        token = match.group(0)
+        out.append(_bytes_text(lambda: base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_"
+                                                        if "-" in token or "_" in token else None)))
+    for match in _B32.finditer(text):
+        token = match.group(0).rstrip("=")
+        out.append(_bytes_text(lambda: base64.b32decode(token + "=" * (-len(token) % 8))))
+    for match in _HEX.finditer(text):
+        out.append(_bytes_text(lambda: bytes.fromhex(match.group(0))))
+    for match in _A85.finditer(text):
+        token = match.group(0).encode("ascii", "ignore")
+        out.append(_bytes_text(lambda: base64.a85decode(token)))
+        out.append(_bytes_text(lambda: base64.b85decode(token)))
+    uu = [m.group(1) for m in _UU_LINE.finditer(text)]
+    if uu:
+        out.append(_bytes_text(lambda: b"".join(binascii.a2b_uu(line) for line in uu)))
+    return [plain for plain in out if plain]
+
+
+def _bytes_text(decode) -> str:
+    """The decoded bytes as text when they read as text (mostly printable), else ''."""
+    try:
+        raw = decode()
+    except (ValueError, binascii.Error):
+        return ""
+    plain = raw.decode("utf-8", "ignore")
+    printable = sum(1 for ch in plain if ch.isprintable() or ch in "\n\t")
+    return plain if len(plain) >= 6 and printable >= 0.9 * len(plain) else ""
+
+
+def _morse(code: str) -> str:
+    words = re.split(r"\s*/\s*|\s{2,}", code.strip())
+    return " ".join("".join(_MORSE_CODE.get(letter, "") for letter in word.split()) for word in words)
+
+
+def _braille(text: str) -> str:
+    cells = [ch for ch in text if 0x2800 <= ord(ch) <= 0x28FF or ch == " "]
+    if sum(1 for ch in cells if ch != " ") < 8:
+        return ""
+    return "".join(" " if ch == " " else _BRAILLE.get(ord(ch) - 0x2800, "") for ch in cells)
+
+
+def _variant_selectors(text: str) -> str:
+    # One byte per selector: U+FE00-FE0F carry 0-15, U+E0100-E01EF carry 16-255.
+    values = []
+    for ch in text:
+        if 0xFE00 <= ord(ch) <= 0xFE0F:
+            values.append(ord(ch) - 0xFE00)
+        elif 0xE0100 <= ord(ch) <= 0xE01EF:
+            values.append(ord(ch) - 0xE0100 + 16)
+    return bytes(values).decode("utf-8", "ignore") if len(values) >= 4 else ""

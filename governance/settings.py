@@ -6,6 +6,7 @@ PostgreSQL and Redis.
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -29,7 +30,12 @@ if not SECRET_KEY:
         raise ImproperlyConfigured("DJANGO_SECRET_KEY is required when DJANGO_DEBUG is off")
     SECRET_KEY = "warrant-insecure-development-key"
 
-ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "").split(",") if h.strip()]
+if not ALLOWED_HOSTS:
+    if not DEBUG:
+        # Without it Django would answer for any Host header (cache poisoning, password-reset links).
+        raise ImproperlyConfigured("DJANGO_ALLOWED_HOSTS is required when DJANGO_DEBUG is off")
+    ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -43,6 +49,8 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
+    "csp",
     "governance",
     "agents",
     "skills",
@@ -57,6 +65,14 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last: it turns a login refused for a lockout into its answer.
+    "axes.middleware.AxesMiddleware",
+]
+
+AUTHENTICATION_BACKENDS = [
+    "governance.auth.LockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "governance.urls"
@@ -102,6 +118,60 @@ if env_bool("WARRANT_TEST_FAST_HASHER", False):
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+
+# --- Web hardening ---------------------------------------------------------------------------
+# Login throttling: after AXES_FAILURE_LIMIT failed logins for one username from one address,
+# that pair is locked out for the cool-off (the admin's "Access attempts" lists and resets them).
+AXES_FAILURE_LIMIT = int(os.environ.get("WARRANT_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("WARRANT_LOGIN_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False  # no banner on every manage.py command (`make token` parses its output)
+AXES_CLIENT_IP_CALLABLE = "governance.auth.client_ip"
+# Behind a proxy that sets it, the header holding the client's address (e.g. HTTP_X_REAL_IP).
+# Never name a header the client itself can set: it would pick the address it is counted under.
+WARRANT_CLIENT_IP_HEADER = os.environ.get("WARRANT_CLIENT_IP_HEADER", "")
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+if not DEBUG:
+    # Production: cookies only over TLS, HSTS, and plain HTTP redirected (turn that off only
+    # when a proxy in front already does it: DJANGO_SECURE_SSL_REDIRECT=0).
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
+    # Load balancers probe health over plain HTTP inside the network; the answers hold no secrets.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", True)
+    if env_bool("DJANGO_BEHIND_TLS_PROXY", False):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+# Content security policy (django-csp): our own scripts only, nothing loaded from elsewhere, no
+# framing. Inline scripts need the per-request nonce (`nonce="{{ request.csp_nonce }}"`); inline
+# styles are allowed (the admin and the API viewer use them). Images: our own and data: URIs only,
+# so a markdown image in model output cannot make a browser call out either.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -196,6 +266,13 @@ WARRANT = {
     "QUEUED_GRACE_SECONDS": int(os.environ.get("WARRANT_QUEUED_GRACE_SECONDS", "60")),
     "DEFAULT_APPROVAL_TTL_SECONDS": int(os.environ.get("WARRANT_APPROVAL_TTL_SECONDS", str(72 * 3600))),
     "TOOL_RESULT_MAX_CHARS": int(os.environ.get("WARRANT_TOOL_RESULT_MAX_CHARS", "20000")),
+    # How much of one tool result the model is shown (fenced as data); the rest is cut, and says so.
+    "TOOL_RESULT_CONTEXT_CHARS": int(os.environ.get("WARRANT_TOOL_RESULT_CONTEXT_CHARS", "12000")),
+    # Approval requests one run may raise; past it, calls that need one are refused.
+    "MAX_APPROVAL_REQUESTS_PER_RUN": int(os.environ.get("WARRANT_MAX_APPROVAL_REQUESTS_PER_RUN", "5")),
+    # What is redacted from run traces and logs: api_keys, card_numbers, emails (governance.redaction).
+    "REDACT": [k.strip() for k in os.environ.get("WARRANT_REDACT", "api_keys,card_numbers,emails").split(",")
+               if k.strip()],
     # Who approves side effects of a run whose input or tool results read like injected orders.
     "TAINT_APPROVER_ROLE": os.environ.get("WARRANT_TAINT_APPROVER_ROLE", "secops"),
     "COMPLIANCE_ROLE": os.environ.get("WARRANT_COMPLIANCE_ROLE", "compliance"),
@@ -215,6 +292,7 @@ WARRANT = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"redact": {"()": "governance.redaction.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("WARRANT_LOG_LEVEL", "INFO")},
 }

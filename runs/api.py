@@ -1,6 +1,7 @@
 """The run API: start, read, trace, cancel; approvals; receipts. Thin views over services."""
 
 import django_filters
+from django.conf import settings
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
@@ -8,6 +9,7 @@ from rest_framework.generics import GenericAPIView, ListAPIView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
+from governance import redaction
 from governance.api_errors import Forbidden
 from governance.api_fields import StrictSerializer, has_text
 from governance.permissions import CanStartRuns
@@ -21,6 +23,13 @@ IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": 128}, OpenApiParameter.HEADER,
     description="Makes the request safe to retry: the same key and body get the stored response.",
 )
+
+
+SECRETS = ("api_keys", "card_numbers")
+
+
+def _redacted(value, kinds):
+    return redaction.redact(value, kinds=kinds, secrets=redaction.env_secrets())
 
 
 class PendingApprovalSerializer(serializers.Serializer):
@@ -61,6 +70,13 @@ class RunOutputSerializer(serializers.ModelSerializer):
         data = super().to_representation(run)
         for name in ("stop_reason", "error", "error_message"):
             data[name] = data[name] or None
+        request = self.context.get("request")
+        if request is None or request.user.pk != run.caller_id:
+            # Another role (compliance) reads the run redacted; only its caller sees their own words.
+            for name in ("input", "output", "error_message"):
+                data[name] = _redacted(data[name], settings.WARRANT["REDACT"])
+            if data["pending_approval"]:
+                data["pending_approval"]["arguments"] = _redacted(data["pending_approval"]["arguments"], SECRETS)
         return data
 
     @extend_schema_field(UsageSerializer)
@@ -129,7 +145,8 @@ class RunListCreateApi(ListAPIView):
             agent_slug=data["agent"], input_text=data["input"], caller=request.user, idempotency_key=key
         )
         run = selectors.runs_visible_to(request.user).get(id=run.id)
-        return Response(RunOutputSerializer(run).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        return Response(RunOutputSerializer(run, context={"request": request}).data,
+                        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 class RunDetailApi(GenericAPIView):
@@ -138,7 +155,7 @@ class RunDetailApi(GenericAPIView):
     @extend_schema(operation_id="runs_retrieve")
     def get(self, request, run_id):
         run = get_object_or_404(selectors.runs_visible_to(request.user), id=run_id)
-        return Response(RunOutputSerializer(run).data)
+        return Response(RunOutputSerializer(run, context={"request": request}).data)
 
 
 class RunEventSerializer(serializers.ModelSerializer):
@@ -170,7 +187,8 @@ class RunCancelApi(GenericAPIView):
         if run.caller_id != request.user.pk:
             raise Forbidden("only the run's caller may cancel it")
         run = services.run_cancel(run=run, user=request.user)
-        return Response(RunOutputSerializer(selectors.runs_visible_to(request.user).get(id=run.id)).data)
+        run = selectors.runs_visible_to(request.user).get(id=run.id)
+        return Response(RunOutputSerializer(run, context={"request": request}).data)
 
 
 class ApprovalOutputSerializer(serializers.ModelSerializer):
@@ -180,14 +198,28 @@ class ApprovalOutputSerializer(serializers.ModelSerializer):
     approver_role = serializers.CharField(source="approver_role.name")
     decided_by = serializers.CharField(source="decided_by.username", allow_null=True, default=None)
     run_tainted = serializers.BooleanField(source="run.tainted")
+    run_taint_reasons = serializers.SerializerMethodField(
+        help_text="Why the run is tainted: where instruction-like text came in, and which patterns it matched.")
 
     class Meta:
         model = ApprovalRequest
         fields = [
             "id", "run_id", "agent", "caller", "tool", "arguments", "arguments_sha256", "policy_name",
-            "policy_version", "approver_role", "reasons", "model_rationale", "run_tainted", "status", "decided_by",
-            "decided_at", "reason", "expires_at", "created_at",
+            "policy_version", "approver_role", "reasons", "model_rationale", "run_tainted", "run_taint_reasons",
+            "status", "decided_by", "decided_at", "reason", "expires_at", "created_at",
         ]
+
+    def to_representation(self, approval: ApprovalRequest) -> dict:
+        data = super().to_representation(approval)
+        # Approvers are never the run's caller. They see recipients and amounts (what they decide
+        # on) but not secrets: the reasons say one is there, and the digest binds the real value.
+        data["arguments"] = _redacted(data["arguments"], SECRETS)
+        data["model_rationale"] = _redacted(data["model_rationale"], settings.WARRANT["REDACT"])
+        return data
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_run_taint_reasons(self, approval: ApprovalRequest) -> list[str]:
+        return [line for line in approval.run.taint_reason.splitlines() if line]
 
 
 class ApprovalFilter(django_filters.FilterSet):

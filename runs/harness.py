@@ -16,7 +16,7 @@ import jsonschema
 from agents.backends.base import ModelOutputInvalid, ModelRequest, ModelResponse, ModelUnavailable
 from agents.tools.envelopes import error as error_envelope
 from governance import engine
-from governance.screening import screen
+from governance.screening import screen, screen_value
 from runs import context
 from runs.states import ErrorCode, RunStatus, StopReason
 from skills.matcher import match_skills
@@ -24,6 +24,9 @@ from skills.matcher import match_skills
 MAX_OUTPUT_REPAIRS = 1
 # Refusals that mean the model got the call itself wrong, not that it was not allowed.
 MALFORMED_CALL = ("unknown_tool", "invalid_arguments")
+# Approval requests one run may raise (pending or decided) before further calls needing one are
+# refused: a run, or a model talking to itself, cannot flood the approvers. Frozen per run.
+DEFAULT_MAX_APPROVAL_REQUESTS = 5
 
 
 def canonical(value) -> str:
@@ -46,6 +49,8 @@ class Deps:
     execute: Callable[..., dict]  # (call, *, side_effect, approval_id) -> envelope
     granted_now: Callable[[], set[str]]
     now: Callable[[], float] = time.time
+    # Kinds of secret found in a call's arguments (API keys, card numbers); see governance.redaction.
+    leaks: Callable[[dict], list[str]] = lambda arguments: []
 
 
 @dataclass(frozen=True)
@@ -169,20 +174,31 @@ def _begin(result: StepResult, snapshot: dict) -> None:
 
     if (taint := _taint(state, "input", screen(text))) is not None:
         events.append(("tainted", taint))
+    # Tool descriptions can come from outside (MCP servers, OpenAPI documents) and reach the
+    # model verbatim: a poisoned description is an injection like any other.
+    for name in context.visible_tools(snapshot):
+        description = snapshot["tools"][name].get("description", "")
+        if (taint := _taint(state, f"description of tool {name}", screen(description))) is not None:
+            events.append(("tainted", taint))
     for spec, decision in engine.input_decisions(specs, agent=agent, text=text, type_="playbook"):
         state["playbooks"].append(spec.id)
         state["fired"].append(decision.explain())
         events.append(("policy_decision", decision.explain() | {"effect": "playbook added"}))
     matched = match_skills(snapshot.get("skills", []), text)
     if matched:
-        _activate_skill(state, events, matched[0]["name"], why={"matched": matched[0]["matched"]})
+        _activate_skill(state, events, matched[0]["name"], why={"matched": matched[0]["matched"]},
+                        body=matched[0].get("body", ""))
     state["phase"] = "running"
 
 
-def _activate_skill(state: dict, events: list, name: str, *, why: dict) -> None:
+def _activate_skill(state: dict, events: list, name: str, *, why: dict, body: str = "") -> None:
     if name not in state["active_skills"]:
         state["active_skills"].append(name)
         events.append(("skill_activated", {"skill": name} | why))
+        # Skills are imported text: their steps name tools (normal), but overrides, role changes
+        # or hidden text in a body are injected instructions like any other.
+        if (taint := _taint(state, f"skill {name}", screen(body))) is not None:
+            events.append(("tainted", taint))
 
 
 def _call_model(result: StepResult, snapshot: dict, deps: Deps) -> None:
@@ -338,20 +354,26 @@ def _skill_allowed(snapshot: dict, state: dict) -> set[str] | None:
     return set().union(*contracts)
 
 
-def _approval_needed(snapshot: dict, state: dict, call: dict) -> tuple[str, int | None, dict | None, list[str]] | None:
+def _approval_needed(snapshot: dict, state: dict, call: dict, deps: Deps) -> tuple[str, int | None, dict | None, list[str]] | None:
     """(approver role, ttl, policy decision, reasons) when this call must wait for a human."""
     specs = context.policies(snapshot)
     agent = snapshot["agent"]["slug"]
     tool = snapshot["tools"][call["name"]]
     found = engine.tool_approval(specs, agent=agent, tool=call["name"], text=state["messages"][0]["content"])
+    taint = ["the run is tainted: " + "; ".join(state["taint_reasons"])] if state["tainted"] else []
+    # A secret on its way out is never the model's call to make, whatever the policies say.
+    leaked = deps.leaks(call["arguments"]) if tool["side_effect"] else []
+    if leaked:
+        taint.append("the arguments carry a secret: " + ", ".join(leaked))
     if found is not None:
         spec, decision = found
-        return spec.approver_role, spec.approval_ttl_seconds, decision.explain(), [f"policy {spec.name} v{spec.version}"]
-    if tool["side_effect"] and state["tainted"]:
+        reasons = [f"policy {spec.name} v{spec.version}"] + taint
+        return spec.approver_role, spec.approval_ttl_seconds, decision.explain(), reasons
+    if tool["side_effect"] and taint:
         role = snapshot.get("taint_approver_role")
         if not role:
             raise engine.PolicyEvaluationError("tainted-run rule", "no approver role is configured for tainted runs")
-        return role, None, None, ["the run is tainted: " + "; ".join(state["taint_reasons"])]
+        return role, None, None, taint
     return None
 
 
@@ -376,11 +398,20 @@ def _run_tools(result: StepResult, snapshot: dict, deps: Deps, *, run_id: str, d
                     return
             continue
         approval_id = None
-        needed = _approval_needed(snapshot, state, call)
+        needed = _approval_needed(snapshot, state, call, deps)
         if needed is not None:
             role, ttl, policy, reasons = needed
             digest = call_digest(run_id=run_id, step=call["step"], tool=call["name"], arguments=call["arguments"])
             decision = decisions.get(decision_key(call["id"], digest))
+            limit = snapshot.get("limits", {}).get("max_approval_requests", DEFAULT_MAX_APPROVAL_REQUESTS)
+            if decision is None and len(decisions) >= limit:
+                envelope = error_envelope("approval_limit", (
+                    f"this run already raised {len(decisions)} approval requests, the most it may; "
+                    f"{call['name']} did not run"))
+                events.append(("tool_refused", {"call_id": call["id"], "tool": call["name"], "code": "approval_limit",
+                                                "reason": envelope["error"]}))
+                _record(state, events, call, envelope, duration_ms=0, approval_id=None)
+                continue
             if decision is None or decision["status"] == "pending":
                 if policy:
                     state["fired"].append(policy)
@@ -397,12 +428,15 @@ def _run_tools(result: StepResult, snapshot: dict, deps: Deps, *, run_id: str, d
                     reason=decision.get("reason", ""), approval_id=decision["id"],
                 )
                 _record(state, events, call, envelope, duration_ms=0, approval_id=decision["id"])
+                # The approver's words reach the model: they are screened like any other text.
+                if (taint := _taint(state, "approval comment", screen(decision.get("reason", ""), data=True))):
+                    events.append(("tainted", taint))
                 continue
             approval_id = decision["id"]
         started = deps.now()
         envelope = deps.execute(call, side_effect=snapshot["tools"][call["name"]]["side_effect"], approval_id=approval_id)
         _record(state, events, call, envelope, duration_ms=int((deps.now() - started) * 1000), approval_id=approval_id)
-        if (taint := _taint(state, f"result of {call['name']}", screen(canonical(envelope), data=True))) is not None:
+        if (taint := _taint(state, f"result of {call['name']}", screen_value(envelope, data=True))) is not None:
             events.append(("tainted", taint))
 
 
@@ -423,5 +457,5 @@ def _load_skill(state, events, snapshot, call) -> dict:
     skill = next((s for s in snapshot.get("skills", []) if s["name"] == name), None)
     if skill is None:
         return error_envelope("not_found", f"there is no skill named {name!r}")
-    _activate_skill(state, events, name, why={"loaded_by": "model"})
+    _activate_skill(state, events, name, why={"loaded_by": "model"}, body=skill["body"])
     return {"ok": True, "data": {"name": name, "body": skill["body"]}}

@@ -24,6 +24,7 @@ from agents.models import Agent, Tool
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
 from governance.api_errors import Conflict, DomainError, Forbidden, NotFound, Unprocessable
+from governance import redaction
 from governance.engine import snapshot_sha256
 from governance.selectors import granted_tool_names, policy_specs, user_role_names
 from runs import harness
@@ -61,6 +62,10 @@ def _freeze(*, agent: Agent, caller) -> dict:
         "policy_snapshot_sha256": snapshot_sha256(policies),
         "skills": [s.spec() for s in Skill.objects.filter(status=Skill.Status.APPROVED)],
         "taint_approver_role": taint_role if Group.objects.filter(name=taint_role).exists() else "",
+        "limits": {
+            "max_approval_requests": settings.WARRANT["MAX_APPROVAL_REQUESTS_PER_RUN"],
+            "tool_result_context_chars": settings.WARRANT["TOOL_RESULT_CONTEXT_CHARS"],
+        },
     }
 
 
@@ -136,6 +141,9 @@ def _publish(run_id: str) -> None:
 def _event(run: Run, kind: str, data: dict, *, step: int | None = None) -> RunEvent:
     """Append to the run's trace. Callers hold the run's row lock (every writer of a run takes it)."""
     last = RunEvent.objects.filter(run=run).order_by("-seq").values_list("seq", flat=True).first() or 0
+    # The trace is written redacted (secrets, card numbers, emails as configured): the run's own
+    # state keeps what it needs to resume, the receipt keeps digests.
+    data = redaction.redact(data, kinds=settings.WARRANT["REDACT"], secrets=redaction.env_secrets())
     return RunEvent.objects.create(run=run, seq=last + 1, step=run.step if step is None else step, kind=kind, data=data)
 
 
@@ -175,6 +183,7 @@ def _deps(run: Run) -> harness.Deps:
         complete=partial(model_complete, chain=chain),
         execute=execute,
         granted_now=lambda: granted_tool_names(role_names=snapshot["caller"]["roles"]),
+        leaks=lambda arguments: redaction.leaks(arguments, secrets=redaction.env_secrets()),
     )
 
 

@@ -2,13 +2,17 @@
 
 Messages are Warrant's own format; a backend translates them to and from its wire format and
 nowhere else does. Roles: "user", "assistant" (text and/or tool_calls) and "tool" (the JSON
-envelope of one call's result, with `tool_call_id` and `name`).
+envelope of one call's result, with `tool_call_id` and `name`). A tool message's content is
+fenced as untrusted data (`<tool_result name=… trust="untrusted-data">JSON</tool_result>`, with
+every "<" inside the JSON escaped so the data cannot close the fence); `tool_result_payload`
+gives the JSON back to a backend that wants to read it.
 
 A backend's `complete` makes ONE attempt. Retries, the circuit breaker and fallbacks live in
 agents.routing, which wraps any backend and hands every attempt back on the response (or on
 the exception) so the run can record each one.
 """
 
+import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -92,3 +96,15 @@ class Backend(Protocol):
 def estimate_tokens(text: str) -> int:
     """About four characters a token: an estimate, and every caller says so."""
     return max(1, (len(text) + 3) // 4) if text else 0
+
+
+_FENCE = re.compile(r"\A<tool_result\b[^>\n]*>\n(.*)\n</tool_result>\Z", re.S)
+
+
+def tool_result_payload(content):
+    """The JSON text inside a fenced tool result; anything else is returned unchanged."""
+    if isinstance(content, str):
+        match = _FENCE.match(content)
+        if match:
+            return match.group(1)
+    return content

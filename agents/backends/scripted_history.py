@@ -3,6 +3,7 @@
 import json
 from dataclasses import dataclass
 
+from agents.backends.base import tool_result_payload
 from agents.backends.scripted_text import ACCOUNT_ID_RE
 
 RESOLVER = "get_account"
@@ -31,6 +32,7 @@ class PastCall:
 
 def parse_envelope(content) -> dict:
     """A tool message's content as an envelope; anything that is not one counts as plain data."""
+    content = tool_result_payload(content)
     value = content
     if isinstance(content, str):
         try:

@@ -294,6 +294,7 @@ def _server_env(tmp: Path) -> dict[str, str]:
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
         # Profiles the fuzzer creates and tests (POST model-profiles/{name}/test/) reach loopback only.
         "WARRANT_MODEL_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain HTTP on loopback; production redirects to TLS
         "WARRANT_THROTTLE_RUN_CREATE": "100000/min",
         "WARRANT_THROTTLE_APPROVAL_DECIDE": "100000/min",
         "PYTHONUNBUFFERED": "1",

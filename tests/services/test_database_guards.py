@@ -116,6 +116,7 @@ def web_server(*, database_url: str, broker_url: str, logdir: Path, runserver: b
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "CELERY_"))}
     env.update({"DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": "x", "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+                "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain HTTP on loopback; production redirects to TLS
                 "DATABASE_URL": database_url, "CELERY_BROKER_URL": broker_url, "PYTHONPATH": str(ROOT)})
     argv = ([PYTHON, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"] if runserver
             else [PYTHON, "-c", WSGI_LAUNCHER, str(port)])

@@ -10,6 +10,8 @@ import json
 
 import pytest
 
+from agents.backends.base import tool_result_payload
+
 from agents.models import CrmAccount, ModelProfileHealth
 from runs.models import Receipt, RunEvent
 from tests.agents.backends_http.flows import ask, kinds, receipt_body, use_profile
@@ -81,7 +83,9 @@ def test_a_bad_call_is_refused_and_a_second_in_a_row_fails_the_run(openai_profil
     assert [e["code"] for e in kinds(run, "tool_refused")] == [code, code]
     # The first refusal went back to the model as an envelope: that was its repair turn.
     returned = model_server.requests[1].json["messages"][-1]
-    assert returned["role"] == "tool" and json.loads(returned["content"])["code"] == code
+    # ...fenced as untrusted data, like every tool result.
+    assert returned["role"] == "tool" and returned["content"].startswith("<tool_result ")
+    assert json.loads(tool_result_payload(returned["content"]))["code"] == code
     _nothing_ran(run)
 
 
