@@ -160,7 +160,7 @@ def tool_source_sync(*, source: ToolSource) -> dict:
         source.last_synced_at = timezone.now()
         source.last_sync_error = ""
         source.save(update_fields=["base_url", "last_synced_at", "last_sync_error", "updated_at"])
-    return report
+    return {key: sorted(names) for key, names in report.items()}
 
 
 def _create(source: ToolSource, entry: dict) -> Tool:
