@@ -142,7 +142,9 @@ def tool_source_sync(*, source: ToolSource) -> dict:
         raise SourceSyncFailed(f"{source.name} offers two tools under one name")
     report = {"created": [], "changed": [], "unchanged": [], "removed": []}
     with transaction.atomic():
+        discovered_base_url = source.base_url
         source = ToolSource.objects.select_for_update().get(pk=source.pk)
+        source.base_url = source.base_url or discovered_base_url
         existing = {t.remote_name: t for t in Tool.objects.select_for_update().filter(tool_source=source)}
         for entry in found:
             tool = existing.pop(entry["remote_name"], None)
