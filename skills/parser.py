@@ -74,7 +74,8 @@ def parse_skill_md(text: str) -> ParsedSkill:
         try:
             return check(meta)
         except SkillFormatError as exc:
-            line = next((lines[k] for k in (name, *keys) if k in lines), None)
+            # A nested problem ("outputs.result") points at its own line; otherwise at the key's.
+            line = next((lines[k] for k in (exc.field, name, *keys) if k and k in lines), None)
             raise exc.at(field=name, line=line) from None
 
     body = body.strip()
@@ -108,9 +109,19 @@ def _key_lines(front: str) -> dict[str, int]:
         node = yaml.compose(front)
     except yaml.YAMLError:
         return {}
-    if not isinstance(node, yaml.MappingNode):
-        return {}
-    return {key.value: key.start_mark.line + 2 for key, _ in node.value if isinstance(key, yaml.ScalarNode)}
+    lines: dict[str, int] = {}
+
+    def walk(node, prefix: str) -> None:
+        if not isinstance(node, yaml.MappingNode):
+            return
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                path = f"{prefix}{key.value}"
+                lines[path] = key.start_mark.line + 2
+                walk(value, path + ".")
+
+    walk(node, "")
+    return lines
 
 
 CONTRACT_TYPES = ("string", "number", "integer", "boolean", "object", "array")
@@ -131,19 +142,24 @@ def _contract(meta: dict, key: str) -> dict:
         if isinstance(spec, str):
             spec = {"description": spec}
         if not isinstance(spec, dict):
-            raise SkillFormatError(f"front matter: '{key}.{name}' must be a description or a mapping")
+            raise SkillFormatError(f"front matter: '{key}.{name}' must be a description or a mapping",
+                                   field=f"{key}.{name}")
         unknown = set(spec) - {"type", "description", "required"}
         if unknown:
-            raise SkillFormatError(f"front matter: '{key}.{name}' has unknown keys: {', '.join(sorted(map(str, unknown)))}")
+            raise SkillFormatError(f"front matter: '{key}.{name}' has unknown keys: {', '.join(sorted(map(str, unknown)))}",
+                                   field=f"{key}.{name}")
         kind = spec.get("type", "string")
         if kind not in CONTRACT_TYPES:
-            raise SkillFormatError(f"front matter: '{key}.{name}.type' must be one of {', '.join(CONTRACT_TYPES)}")
+            raise SkillFormatError(f"front matter: '{key}.{name}.type' must be one of {', '.join(CONTRACT_TYPES)}",
+                                   field=f"{key}.{name}")
         required = spec.get("required", True)
         if not isinstance(required, bool):
-            raise SkillFormatError(f"front matter: '{key}.{name}.required' must be true or false")
+            raise SkillFormatError(f"front matter: '{key}.{name}.required' must be true or false",
+                                   field=f"{key}.{name}")
         description = spec.get("description", "")
         if not isinstance(description, str):
-            raise SkillFormatError(f"front matter: '{key}.{name}.description' must be a string")
+            raise SkillFormatError(f"front matter: '{key}.{name}.description' must be a string",
+                                   field=f"{key}.{name}")
         contract[name] = {"type": kind, "description": description.strip(), "required": required}
     return contract
 
