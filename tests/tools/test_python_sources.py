@@ -63,7 +63,7 @@ def test_the_management_command_registers_a_module_disabled_and_ungranted(demo, 
     out = capsys.readouterr().out
     assert "created   py__add" in out and "disabled and granted to no role" in out
     tools = Tool.objects.filter(tool_source__name="py")
-    assert sorted(t.name for t in tools) == ["py__add", "py__greet", "py__nap"]
+    assert sorted(t.name for t in tools) == ["py__add", "py__fetch_note", "py__greet", "py__nap"]
     assert not any(t.enabled or t.grants.exists() for t in tools)
     assert Tool.objects.get(name="py__add").timeout_seconds == 3
     call_command("register_python_tools", "py", "tests.tools.pyfuncs")
