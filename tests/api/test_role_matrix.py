@@ -568,6 +568,12 @@ STRICT_CASES = [
                                                                "source": "mcp"}, id="tool-patch"),
     pytest.param("POST", "policies/evaluate/", BODIES[("POST", "policies/evaluate/")], {"caller": "operator"},
                  id="policy-evaluate"),
+    pytest.param("POST", "tool-sources/", BODIES[("POST", "tool-sources/")],
+                 {"auth_token": "sk-secret", "tools": ["x"], "last_synced_at": "2000-01-01"}, id="tool-sources"),
+    pytest.param("PATCH", "tool-sources/{name}/", {"timeout_seconds": 7}, {"name": "renamed", "kind": "openapi"},
+                 id="tool-source-patch"),
+    pytest.param("PATCH", "tools/{name}/", {"enabled": True}, {"held": False, "approved_sha256": "0" * 64,
+                                                              "pending_change": None}, id="tool-patch-held"),
 ]
 
 
@@ -582,12 +588,13 @@ def _snapshot():
         "roles": list(Group.objects.order_by("pk").values_list("name", flat=True)),
         "grants": list(ToolGrant.objects.order_by("pk").values_list("pk", flat=True)),
         "tools": list(Tool.objects.order_by("pk").values()),
+        "tool_sources": list(ToolSource.objects.order_by("pk").values()),
     }
 
 
 @pytest.mark.parametrize(("method", "route", "body", "forged"), STRICT_CASES)
 def test_strict_endpoints_refuse_forged_fields_by_name(world, method, route, body, forged):
-    world.policy, world.skill, world.draft_agent  # noqa: B018 - the targets exist before the snapshot
+    world.policy, world.skill, world.draft_agent, world.tool_source  # noqa: B018 - the targets exist before the snapshot
     before = _snapshot()
     response = _send(_client("admin"), method, world.url(method, route), {**body, **forged})
     assert response.status_code == 400, response.content
