@@ -186,3 +186,13 @@ def test_bad_documents_are_refused_with_the_reason(demo):
         source = ToolSource(name="bad", kind="openapi", document=document)
         with pytest.raises(openapi.DocumentError, match=reason):
             openapi.operations(openapi.load_document(source))
+
+
+def test_the_policy_dry_run_reports_a_tool_level_approval(warrant_api, admin):
+    _enable_and_grant("warrant__roles_create")
+    _enable_and_grant("warrant__roles_list")
+    body = admin.post("/api/v1/policies/evaluate/", {"input": "Make a role."}, format="json").json()
+    tools = {t["name"]: t for t in body["tools"]}
+    assert tools["warrant__roles_create"]["needs_approval"] is True
+    assert tools["warrant__roles_create"]["approval"]["approver_role"] == "secops"
+    assert tools["warrant__roles_list"]["needs_approval"] is False
