@@ -1,3 +1,4 @@
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.utils.html import format_html
@@ -19,10 +20,30 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+class ToolSourceAdminForm(forms.ModelForm):
+    class Meta:
+        model = ToolSource
+        fields = "__all__"
+
+    def clean(self):
+        cleaned = super().clean()
+        candidate = ToolSource(name=cleaned.get("name") or self.instance.name, kind=cleaned.get("kind") or self.instance.kind)
+        for field in sources.SOURCE_FIELDS:
+            if field in cleaned:
+                setattr(candidate, field, cleaned[field])
+        try:
+            sources.tool_source_check(candidate)
+        except ValidationError as exc:
+            for field, problems in exc.message_dict.items():
+                self.add_error(field if field in self.fields else None, problems)
+        return cleaned
+
+
 @admin.register(ToolSource)
 class ToolSourceAdmin(admin.ModelAdmin):
     """Register MCP servers, OpenAPI services and Python modules; sync discovers their tools."""
 
+    form = ToolSourceAdminForm
     list_display = ["name", "kind", "enabled", "last_synced_at", "tool_count", "last_sync_error"]
     list_filter = ["kind", "enabled"]
     search_fields = ["name", "description", "url", "path"]
@@ -39,14 +60,11 @@ class ToolSourceAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         values = {f: form.cleaned_data[f] for f in sources.SOURCE_FIELDS if f in form.cleaned_data}
-        try:
-            if change:
-                saved = sources.tool_source_update(source=obj, values=values)
-            else:
-                saved = sources.tool_source_create(values=values | {"name": obj.name, "kind": obj.kind}, user=request.user)
-        except ValidationError as exc:
-            self.message_user(request, f"not saved: {'; '.join(exc.messages)}", messages.ERROR)
-            return
+        # The form ran the same checks; the services are still the only writers.
+        if change:
+            saved = sources.tool_source_update(source=obj, values=values)
+        else:
+            saved = sources.tool_source_create(values=values | {"name": obj.name, "kind": obj.kind}, user=request.user)
         obj.pk = saved.pk
 
     @admin.action(description="Sync: discover tools (new ones arrive disabled; changed ones are held)")

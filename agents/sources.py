@@ -34,7 +34,8 @@ class SourceSyncFailed(DomainError):
     code = "source_unavailable"
 
 
-def _check(source: ToolSource) -> None:
+def tool_source_check(source: ToolSource) -> None:
+    """Every field problem at once, keyed by field (what the API and the admin form show)."""
     errors: dict[str, list[str]] = {}
     kind = source.kind
     if kind == ToolSource.Kind.MCP_STDIO:
@@ -80,7 +81,7 @@ def _apply(source: ToolSource, values: dict) -> None:
 def tool_source_create(*, values: dict, user=None) -> ToolSource:
     source = ToolSource(name=values.get("name", ""), kind=values.get("kind", ""), created_by=user)
     _apply(source, values)
-    _check(source)
+    tool_source_check(source)
     source.full_clean()
     source.save()
     return source
@@ -91,7 +92,7 @@ def tool_source_update(*, source: ToolSource, values: dict) -> ToolSource:
     """Change how a source is reached; its tools are re-checked at the next sync (and at every call)."""
     source = ToolSource.objects.select_for_update().get(pk=source.pk)
     _apply(source, values)
-    _check(source)
+    tool_source_check(source)
     source.full_clean()
     source.save()
     return source
