@@ -41,6 +41,9 @@ def tool_source_check(source: ToolSource) -> None:
     if kind == ToolSource.Kind.MCP_STDIO:
         if not (isinstance(source.command, list) and source.command and all(isinstance(p, str) and p for p in source.command)):
             errors["command"] = ["An mcp_stdio source needs its command: a list of the program and its arguments."]
+        elif settings.WARRANT.get("MCP_STDIO_COMMANDS") and source.command[0] not in settings.WARRANT["MCP_STDIO_COMMANDS"]:
+            errors["command"] = [f"{source.command[0]!r} is not among the programs this deployment allows "
+                                 "(WARRANT_MCP_STDIO_COMMANDS)."]
     elif source.command:
         errors["command"] = ["Only an mcp_stdio source has a command."]
     if not all(isinstance(n, str) and ENV_VAR_NAME.regex.match(n) for n in source.env_passthrough or []):
@@ -129,6 +132,7 @@ def _approver_role(source: ToolSource) -> Group | None:
 
 def tool_source_sync(*, source: ToolSource) -> dict:
     """Discover the source's tools and reconcile the registry. Slow I/O first, then one transaction."""
+    source = ToolSource.objects.select_related("approver_role").get(pk=source.pk)  # as stored now, not as the caller last saw it
     try:
         found = _discover(source)
     except (mcp.SourceUnavailable, openapi.DocumentError, pytools.SignatureError) as exc:

@@ -200,6 +200,8 @@ WARRANT = {
     "TAINT_APPROVER_ROLE": os.environ.get("WARRANT_TAINT_APPROVER_ROLE", "secops"),
     "COMPLIANCE_ROLE": os.environ.get("WARRANT_COMPLIANCE_ROLE", "compliance"),
     "GOVERNANCE_ADMIN_ROLE": os.environ.get("WARRANT_GOVERNANCE_ADMIN_ROLE", "governance-admins"),
+    # Programs an mcp_stdio tool source may start (comma-separated); empty = any program.
+    "MCP_STDIO_COMMANDS": [c.strip() for c in os.environ.get("WARRANT_MCP_STDIO_COMMANDS", "").split(",") if c.strip()],
 }
 
 LOGGING = {

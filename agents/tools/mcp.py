@@ -95,17 +95,26 @@ def _run(source: ToolSource, timeout: float, work):
                 raise _leaf(group) from None
         except TimeoutError:
             raise ToolTimeout() from None
-        except (OSError, ValueError, RuntimeError, BaseExceptionGroup) as exc:
+        except (ToolChanged, ToolError, SourceUnavailable):
+            raise
+        except Exception as exc:  # whatever the transport or the SDK raised: the source is not usable
+            cause = _first(exc)
             errlog.seek(0)
             tail = errlog.read()[-400:].strip()
-            raise SourceUnavailable(f"{type(exc).__name__}: {exc}" + (f" (server said: {tail})" if tail else "")) from exc
+            raise SourceUnavailable(f"{type(cause).__name__}: {cause}" + (f" (server said: {tail})" if tail else "")) from exc
+
+
+def _first(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _leaf(group: BaseExceptionGroup) -> BaseException:
     """Task groups wrap what the session body raised; ours are single, meaningful exceptions."""
     for exc in group.exceptions:
         found = _leaf(exc) if isinstance(exc, BaseExceptionGroup) else exc
-        if isinstance(found, (ToolChanged, ToolError, TimeoutError)):
+        if isinstance(found, (ToolChanged, ToolError, SourceUnavailable, TimeoutError)):
             return found
     return group
 

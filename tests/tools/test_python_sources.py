@@ -139,3 +139,23 @@ def test_a_changed_signature_is_held_until_re_approved(demo):
     assert dispatch(tool=_spec("py__add"), arguments={"a": 1}, ctx=CTX)["code"] == "tool_held"
     sources.tool_change_approve(tool=tool)
     assert dispatch(tool=_spec("py__add"), arguments={"a": 1}, ctx=CTX) == {"ok": True, "data": 3}
+
+
+def test_a_function_gone_from_its_module_is_held_as_removed(demo):
+    source = sources.tool_source_create(values={"name": "py", "kind": "python", "path": "tests.tools.pyfuncs"})
+    sources.tool_source_sync(source=source)
+    sources.tool_source_update(source=source, values={"path": "tests.tools.pyfuncs.add"})
+    report = sources.tool_source_sync(source=source)
+    assert report["removed"] == ["py__fetch_note", "py__greet", "py__nap"] and report["unchanged"] == ["py__add"]
+    greet = Tool.objects.get(name="py__greet")
+    assert greet.held and greet.pending_change["removed"] is True
+    assert "no longer offered" in sources.tool_change_diff(greet)
+    with pytest.raises(sources.Conflict, match="no longer exists"):
+        sources.tool_change_approve(tool=greet)
+
+
+def test_a_deployment_may_restrict_which_programs_stdio_sources_start(demo, settings):
+    settings.WARRANT = settings.WARRANT | {"MCP_STDIO_COMMANDS": ["mcp-server-time"]}
+    with pytest.raises(sources.ValidationError, match="not among the programs"):
+        sources.tool_source_create(values={"name": "sh", "kind": "mcp_stdio", "command": ["/bin/sh", "-c", "id"]})
+    assert sources.tool_source_create(values={"name": "clock", "kind": "mcp_stdio", "command": ["mcp-server-time"]})
