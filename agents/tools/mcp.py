@@ -7,6 +7,7 @@ session runs under one deadline, and leaving it terminates a stdio server's proc
 
 import os
 import tempfile
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import anyio
@@ -57,8 +58,15 @@ def _transport(source: ToolSource, errlog, timeout: float):
         program, *args = source.command
         env = {name: os.environ[name] for name in source.env_passthrough if name in os.environ}
         return stdio_client(StdioServerParameters(command=program, args=args, env=env), errlog=errlog)
-    client = httpx2.AsyncClient(headers=credential_headers(source), timeout=httpx2.Timeout(timeout))
-    return streamable_http_client(source.url, http_client=client)
+    return _http_transport(source.url, credential_headers(source), timeout)
+
+
+@asynccontextmanager
+async def _http_transport(url: str, headers: dict, timeout: float):
+    # The SDK leaves a client it was given open; this one is ours to close with the session.
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(timeout)) as client:
+        async with streamable_http_client(url, http_client=client) as streams:
+            yield streams
 
 
 def _remote(tool) -> RemoteTool:
