@@ -10,6 +10,7 @@ import json
 import logging
 import re
 
+import jsonschema
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
@@ -145,6 +146,9 @@ def tool_source_sync(*, source: ToolSource) -> dict:
     names = [entry["remote_name"] for entry in found]
     if len(set(names)) != len(names):
         raise SourceSyncFailed(f"{source.name} offers two tools under one name")
+    rejected = [{"name": entry["remote_name"], "reason": problem} for entry in found
+                if (problem := _entry_problem(entry))]
+    found = [entry for entry in found if not _entry_problem(entry)]
     report = {"created": [], "changed": [], "unchanged": [], "removed": []}
     with transaction.atomic():
         discovered_base_url = source.base_url
@@ -167,7 +171,29 @@ def tool_source_sync(*, source: ToolSource) -> dict:
         source.last_synced_at = timezone.now()
         source.last_sync_error = ""
         source.save(update_fields=["base_url", "last_synced_at", "last_sync_error", "updated_at"])
-    return {key: sorted(names) for key, names in report.items()}
+    return {key: sorted(names) for key, names in report.items()} | {"rejected": rejected}
+
+
+MAX_DESCRIPTION_CHARS = 8_000
+MAX_SCHEMA_CHARS = 32_000
+
+
+def _entry_problem(entry: dict) -> str:
+    """Why a discovered tool cannot be registered at all (it is left out and reported)."""
+    if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,128}", entry["remote_name"]):
+        return "its name is not 1-128 letters, digits, '_', '-' or '.'"
+    if len(entry["description"]) > MAX_DESCRIPTION_CHARS:
+        return f"its description is longer than {MAX_DESCRIPTION_CHARS} characters"
+    schema = entry["input_schema"]
+    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
+        return "its input schema does not describe an object of arguments"
+    if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
+        return f"its input schema is larger than {MAX_SCHEMA_CHARS} characters"
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return f"its input schema is not valid JSON Schema: {exc.message}"
+    return ""
 
 
 def _create(source: ToolSource, entry: dict) -> Tool:

@@ -111,6 +111,8 @@ class SyncReportSerializer(serializers.Serializer):
     changed = serializers.ListField(child=serializers.CharField(), help_text="Held: changed since approval.")
     unchanged = serializers.ListField(child=serializers.CharField())
     removed = serializers.ListField(child=serializers.CharField(), help_text="Held: no longer offered.")
+    rejected = serializers.ListField(child=serializers.DictField(child=serializers.CharField()),
+                                     help_text="Left out, with the reason: {name, reason}.")
 
 
 class ToolSourceSyncApi(GenericAPIView):

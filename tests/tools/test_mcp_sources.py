@@ -49,7 +49,8 @@ def test_a_sync_discovers_the_time_servers_tools_disabled_and_granted_to_no_role
     assert tool.remote_name == "get_current_time" and tool.input_schema["required"] == ["timezone"]
     assert "Europe/London" in tool.input_schema["properties"]["timezone"]["description"]
     assert sources.tool_source_sync(source=source) == {
-        "created": [], "changed": [], "unchanged": ["clock__convert_time", "clock__get_current_time"], "removed": []}
+        "created": [], "changed": [], "unchanged": ["clock__convert_time", "clock__get_current_time"], "removed": [],
+        "rejected": []}
     source.refresh_from_db()
     assert source.last_synced_at is not None and source.last_sync_error == ""
 

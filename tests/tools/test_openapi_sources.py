@@ -196,3 +196,20 @@ def test_the_policy_dry_run_reports_a_tool_level_approval(warrant_api, admin):
     assert tools["warrant__roles_create"]["needs_approval"] is True
     assert tools["warrant__roles_create"]["approval"]["approver_role"] == "secops"
     assert tools["warrant__roles_list"]["needs_approval"] is False
+
+
+def test_an_operation_with_a_broken_schema_is_left_out_and_reported(demo):
+    document = {"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "paths": {
+        "/ok": {"get": {"operationId": "fine", "responses": {"200": {"description": "ok"}}}},
+        "/bad": {"get": {"operationId": "broken", "parameters": [
+            {"name": "n", "in": "query", "schema": {"type": "strng"}}], "responses": {"200": {"description": "ok"}}}},
+        "/long": {"post": {"operationId": "chatty", "description": "x" * 9000, "responses": {"200": {"description": "ok"}}}},
+    }}
+    source = sources.tool_source_create(values={"name": "mixed", "kind": "openapi", "document": document,
+                                                "base_url": "http://127.0.0.1:18222"})
+    report = sources.tool_source_sync(source=source)
+    assert report["created"] == ["mixed__chatty", "mixed__fine"]
+    [rejected] = report["rejected"]
+    assert rejected["name"] == "broken" and "not valid JSON Schema" in rejected["reason"]
+    assert not Tool.objects.filter(name="mixed__broken").exists()
+    assert len(Tool.objects.get(name="mixed__chatty").description) == 4000  # an operation's text is capped

@@ -44,5 +44,7 @@ class Command(BaseCommand):
         for outcome in ("created", "changed", "unchanged", "removed"):
             for name in report[outcome]:
                 self.stdout.write(f"{outcome:<9} {name}")
+        for entry in report["rejected"]:
+            self.stdout.write(f"rejected  {entry['name']}: {entry['reason']}")
         if report["created"]:
             self.stdout.write("New tools are disabled and granted to no role: enable and grant them in the admin or API.")
