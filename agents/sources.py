@@ -55,6 +55,9 @@ def tool_source_check(source: ToolSource) -> None:
         errors["document"] = ["An openapi source needs its document, a file path or a URL."]
     if kind == ToolSource.Kind.PYTHON and not source.path:
         errors["path"] = ["A python source needs the dotted path of a module or a function."]
+    elif kind == ToolSource.Kind.PYTHON and not _python_path_allowed(source.path):
+        # Importing a module runs its code: a deployment may keep sources to its own packages.
+        errors["path"] = [f"{source.path!r} is outside the modules this deployment allows (WARRANT_PYTHON_TOOL_MODULES)."]
     for field in ("url", "base_url"):
         if getattr(source, field):
             try:
@@ -73,6 +76,11 @@ def tool_source_check(source: ToolSource) -> None:
         errors["timeout_seconds"] = exc.messages
     if errors:
         raise ValidationError(errors)
+
+
+def _python_path_allowed(path: str) -> bool:
+    allowed = settings.WARRANT.get("PYTHON_TOOL_MODULES") or []
+    return not allowed or any(path == prefix or path.startswith(prefix.rstrip(".") + ".") for prefix in allowed)
 
 
 def _apply(source: ToolSource, values: dict) -> None:

@@ -202,6 +202,8 @@ WARRANT = {
     "GOVERNANCE_ADMIN_ROLE": os.environ.get("WARRANT_GOVERNANCE_ADMIN_ROLE", "governance-admins"),
     # Programs an mcp_stdio tool source may start (comma-separated); empty = any program.
     "MCP_STDIO_COMMANDS": [c.strip() for c in os.environ.get("WARRANT_MCP_STDIO_COMMANDS", "").split(",") if c.strip()],
+    # Dotted-path prefixes a python tool source may import (comma-separated); empty = any module.
+    "PYTHON_TOOL_MODULES": [c.strip() for c in os.environ.get("WARRANT_PYTHON_TOOL_MODULES", "").split(",") if c.strip()],
 }
 
 LOGGING = {

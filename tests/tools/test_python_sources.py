@@ -159,3 +159,12 @@ def test_a_deployment_may_restrict_which_programs_stdio_sources_start(demo, sett
     with pytest.raises(sources.ValidationError, match="not among the programs"):
         sources.tool_source_create(values={"name": "sh", "kind": "mcp_stdio", "command": ["/bin/sh", "-c", "id"]})
     assert sources.tool_source_create(values={"name": "clock", "kind": "mcp_stdio", "command": ["mcp-server-time"]})
+
+
+def test_a_deployment_may_restrict_which_modules_python_sources_import(demo, settings):
+    settings.WARRANT = settings.WARRANT | {"PYTHON_TOOL_MODULES": ["tests.tools"]}
+    with pytest.raises(sources.ValidationError, match="outside the modules"):
+        sources.tool_source_create(values={"name": "os", "kind": "python", "path": "os.path"})
+    with pytest.raises(sources.ValidationError, match="outside the modules"):
+        sources.tool_source_create(values={"name": "sly", "kind": "python", "path": "tests.toolsmith"})
+    assert sources.tool_source_create(values={"name": "py", "kind": "python", "path": "tests.tools.pyfuncs"})
