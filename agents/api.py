@@ -6,6 +6,7 @@ Inputs name every writable field: anything else in a body is refused, never sile
 
 
 import jsonschema
+from django.contrib.auth.models import Group
 from django.db.models import Max
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_field
@@ -16,6 +17,7 @@ from rest_framework.response import Response
 from agents import services
 from agents.model_calls import model_profile_test as services_model_profile_test
 from agents.models import Agent, AgentVersion, ModelProfile, Tool
+from agents.sources import tool_change_diff
 from governance.api_fields import StrictSerializer, UniqueListField
 from governance.permissions import IsGovernanceAdmin, ReadAnyRoleWriteGovernanceAdmin
 
@@ -401,22 +403,30 @@ class ModelProfileTestApi(GenericAPIView):
 
 
 class ToolOutputSerializer(serializers.ModelSerializer):
-    """A registered tool, whatever its source. Disabled tools are never shown to a model."""
+    """A registered tool, whatever its source. Disabled or held tools are never shown to a model."""
+
+    tool_source = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    approver_role = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    change_diff = serializers.SerializerMethodField(help_text="Held tools: approved vs reported now, as a unified diff.")
 
     class Meta:
         model = Tool
         ref_name = "Tool"
         fields = [
             "name", "description", "input_schema", "side_effect", "enabled", "source", "handler", "timeout_seconds",
-            "created_at", "updated_at",
+            "tool_source", "remote_name", "requires_approval", "approver_role", "held", "pending_change",
+            "change_diff", "created_at", "updated_at",
         ]
+
+    def get_change_diff(self, tool) -> str:
+        return tool_change_diff(tool)
 
 
 class ToolListApi(_Paginated, GenericAPIView):
     permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
     serializer_class = ToolOutputSerializer
-    queryset = Tool.objects.all()
-    filterset_fields = ["enabled", "side_effect", "source"]
+    queryset = Tool.objects.select_related("tool_source", "approver_role")
+    filterset_fields = ["enabled", "side_effect", "source", "held"]
 
     @extend_schema(
         operation_id="tools_list",
@@ -440,6 +450,10 @@ class ToolDetailApi(GenericAPIView):
         side_effect = serializers.BooleanField(required=False)
         description = serializers.CharField(required=False)
         timeout_seconds = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
+        requires_approval = serializers.BooleanField(
+            required=False, help_text="Every call waits for the approver role, whatever the policies say.")
+        approver_role = serializers.SlugRelatedField(slug_field="name", queryset=Group.objects.all(), required=False,
+                                                     allow_null=True)
 
         class Meta:
             ref_name = "ToolUpdate"

@@ -15,9 +15,64 @@ def canonical_json(value) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+class ToolSource(models.Model):
+    """Where tools come from: an MCP server, an OpenAPI service or a Python module.
+
+    Secrets are never stored: an HTTP source names the environment variable whose value is sent
+    in `auth_header`. A sync discovers the source's tools; new ones arrive disabled and granted
+    to no role, and a tool whose description or schema changed is held until re-approved.
+    """
+
+    class Kind(models.TextChoices):
+        MCP_STDIO = "mcp_stdio", "MCP server (stdio command)"
+        MCP_HTTP = "mcp_http", "MCP server (streamable HTTP)"
+        OPENAPI = "openapi", "OpenAPI 3 service"
+        PYTHON = "python", "Python functions"
+
+    name = models.SlugField(max_length=32, unique=True, help_text="Prefix of its tools' names.")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    description = models.TextField(blank=True)
+    command = models.JSONField(default=list, blank=True, help_text="mcp_stdio: the program and its arguments.")
+    env_passthrough = models.JSONField(
+        default=list, blank=True, help_text="mcp_stdio: names of environment variables the server process may see."
+    )
+    url = models.CharField(max_length=500, blank=True, help_text="mcp_http: the endpoint; openapi: the document's URL.")
+    document = models.JSONField(null=True, blank=True, help_text="openapi: the document itself (instead of a URL).")
+    path = models.CharField(
+        max_length=500, blank=True, help_text="openapi: a document file; python: a dotted module or callable path."
+    )
+    base_url = models.CharField(max_length=500, blank=True, help_text="openapi: where calls go (default: the document's first server).")
+    auth_header = models.CharField(max_length=64, blank=True, help_text="HTTP header carrying the credential, e.g. Authorization.")
+    auth_env = models.CharField(max_length=128, blank=True, help_text="Name of the environment variable holding its value.")
+    timeout_seconds = models.FloatField(default=30.0, help_text="Default per-call timeout of its tools.")
+    approver_role = models.ForeignKey(
+        "auth.Group", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        help_text="Approves calls to its side-effecting tools (defaults to the taint approver role).",
+    )
+    enabled = models.BooleanField(default=True)
+    last_synced_at = models.DateTimeField(null=True, blank=True)
+    last_sync_error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+
+def tool_fingerprint(description: str, input_schema: dict) -> str:
+    """What a governance admin approves of a discovered tool: its description and its schema."""
+    return hashlib.sha256(canonical_json([description, input_schema]).encode()).hexdigest()
+
+
 class Tool(models.Model):
     class Source(models.TextChoices):
         PYTHON = "python", "Python function"
+        MCP = "mcp", "MCP server"
+        OPENAPI = "openapi", "OpenAPI operation"
 
     name = models.SlugField(max_length=64, unique=True, allow_unicode=False)
     description = models.TextField()
@@ -27,8 +82,21 @@ class Tool(models.Model):
     )
     enabled = models.BooleanField(default=True)
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.PYTHON)
-    handler = models.CharField(max_length=255, help_text="Dotted path of the Python callable.")
+    handler = models.CharField(max_length=255, blank=True, help_text="Dotted path of the Python callable.")
     timeout_seconds = models.FloatField(default=10.0)
+    tool_source = models.ForeignKey(
+        ToolSource, null=True, blank=True, on_delete=models.CASCADE, related_name="tools",
+        help_text="Where it was discovered; empty for the built-in tools.",
+    )
+    remote_name = models.CharField(max_length=255, blank=True, help_text="Its name on the MCP server, or the operation id.")
+    binding = models.JSONField(default=dict, blank=True, help_text="How a call reaches it (HTTP method, path, parameters).")
+    requires_approval = models.BooleanField(
+        default=False, help_text="Every call waits for a member of the approver role, whatever the policies say."
+    )
+    approver_role = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    approved_sha256 = models.CharField(max_length=64, blank=True, help_text="Fingerprint of the approved description and schema.")
+    held = models.BooleanField(default=False, help_text="Changed at its source since approval: not callable until re-approved.")
+    pending_change = models.JSONField(null=True, blank=True, help_text="What the source reports now, awaiting re-approval.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -44,6 +112,10 @@ class Tool(models.Model):
             "description": self.description,
             "input_schema": self.input_schema,
             "side_effect": self.side_effect,
+            "source": self.source,
+            "requires_approval": self.requires_approval,
+            "approver_role": self.approver_role.name if self.approver_role_id else "",
+            "fingerprint": tool_fingerprint(self.description, self.input_schema),
         }
 
 

@@ -57,7 +57,7 @@ _AGENT_FIELDS = (
 _PROFILE_FIELDS = (
     "backend", "base_url", "model", "api_key_env", "connect_timeout", "read_timeout", "max_retries", "fallbacks",
 )
-_TOOL_FIELDS = ("enabled", "side_effect", "description", "timeout_seconds")
+_TOOL_FIELDS = ("enabled", "side_effect", "description", "timeout_seconds", "requires_approval", "approver_role")
 
 
 def timeout_validator(value: float) -> None:

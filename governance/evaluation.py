@@ -39,7 +39,7 @@ def policy_evaluate(*, agent: Agent | None, role: str | None, text: str) -> dict
         granted = granted_tool_names(role_names=[role])
         names = [n for n in names if n in granted]
     tools = []
-    for tool in Tool.objects.filter(name__in=names, enabled=True).order_by("name"):
+    for tool in Tool.objects.select_related("approver_role").filter(name__in=names, enabled=True, held=False).order_by("name"):
         guides = [
             decision.explain() | {"content": spec.content}
             for spec, decision in engine.tool_guides(specs, agent=slug, tool=tool.name)
@@ -49,6 +49,10 @@ def policy_evaluate(*, agent: Agent | None, role: str | None, text: str) -> dict
         if found is not None:
             spec, decision = found
             approval = decision.explain() | {"approver_role": spec.approver_role, "reason": f"policy {spec.name} v{spec.version}"}
+        elif tool.requires_approval:
+            approval = {"policy_id": None, "policy": None, "version": None, "type": None, "matched": [],
+                        "approver_role": tool.approver_role.name if tool.approver_role_id else "",
+                        "reason": f"tool {tool.name} requires approval"}
         elif tool.side_effect and tainted:
             # The harness's rule for tainted runs, mirrored so the dry run does not under-report.
             taint_role = settings.WARRANT.get("TAINT_APPROVER_ROLE", "")
@@ -78,9 +82,12 @@ def hidden_tools(*, agent: Agent | None, role: str | None, shown: list[str]) -> 
         return []
     granted = granted_tool_names(role_names=[role]) if role is not None else None
     enabled = set(Tool.objects.filter(enabled=True).values_list("name", flat=True))
+    held = set(Tool.objects.filter(held=True).values_list("name", flat=True))
     rows = []
     for name in sorted(set(agent.current_version.spec["tools"]) - set(shown)):
-        if name not in enabled:
+        if name in held:
+            reason = "held: its source changed it, and a governance admin has not re-approved it"
+        elif name not in enabled:
             reason = "disabled in the tool registry"
         elif granted is not None and name not in granted:
             reason = f"not granted to the role {role}"

@@ -287,6 +287,10 @@ WARRANT = {
     "MODEL_BREAKER_COOLDOWN_SECONDS": float(os.environ.get("WARRANT_MODEL_BREAKER_COOLDOWN_SECONDS", "30")),
     # Hosts model profiles may reach (comma-separated); empty allows any. Set it in production.
     "MODEL_ALLOWED_HOSTS": tuple(h.strip() for h in os.environ.get("WARRANT_MODEL_ALLOWED_HOSTS", "").split(",") if h.strip()),
+    # Programs an mcp_stdio tool source may start (comma-separated); empty = any program.
+    "MCP_STDIO_COMMANDS": [c.strip() for c in os.environ.get("WARRANT_MCP_STDIO_COMMANDS", "").split(",") if c.strip()],
+    # Dotted-path prefixes a python tool source may import (comma-separated); empty = any module.
+    "PYTHON_TOOL_MODULES": [c.strip() for c in os.environ.get("WARRANT_PYTHON_TOOL_MODULES", "").split(",") if c.strip()],
 }
 
 LOGGING = {

@@ -15,6 +15,7 @@ from agents.models import Agent, ModelProfile, Tool
 from agents.services import agent_publish
 from governance.models import Policy, ToolGrant
 from governance.services import policy_create
+from skills.models import Skill
 from skills.services import skill_import
 
 DEMO_USERS = {
@@ -122,6 +123,8 @@ def demo_load(*, skills_dir: Path | None = None) -> dict:
         if values["name"] in policies:
             policy_create(values=values)
     root = skills_dir or Path(__file__).resolve().parent.parent / "skills" / "library"
-    skills = [skill_import(text=path.read_text(encoding="utf-8"))[0].name for path in sorted(root.glob("*/SKILL.md"))]
+    # The bundled library is reviewed with the code; loading it is the platform's act, not a person's.
+    skills = [skill_import(text=path.read_text(encoding="utf-8"), status=Skill.Status.ACTIVE)[0].name
+              for path in sorted(root.glob("*/SKILL.md"))]
     return {"users_created": users, "policies_created": policies, "agent_version": version.version,
             "agent_published": published, "skills": skills}

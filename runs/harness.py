@@ -203,7 +203,7 @@ def _activate_skill(state: dict, events: list, name: str, *, why: dict, body: st
 
 def _call_model(result: StepResult, snapshot: dict, deps: Deps) -> None:
     state, events = result.state, result.events
-    request = context.build_request(snapshot, state)
+    request = context.build_request(_skill_narrowed(snapshot, state), state)
     profile = snapshot["agent"]["model_profile"]
     started = deps.now()
     try:
@@ -354,6 +354,14 @@ def _skill_allowed(snapshot: dict, state: dict) -> set[str] | None:
     return set().union(*contracts)
 
 
+def _skill_narrowed(snapshot: dict, state: dict) -> dict:
+    """The snapshot as the model may see it: an active skill's contract hides the tools outside it."""
+    allowed = _skill_allowed(snapshot, state)
+    if allowed is None:
+        return snapshot
+    return snapshot | {"granted_tools": [n for n in snapshot["granted_tools"] if n in allowed]}
+
+
 def _approval_needed(snapshot: dict, state: dict, call: dict, deps: Deps) -> tuple[str, int | None, dict | None, list[str]] | None:
     """(approver role, ttl, policy decision, reasons) when this call must wait for a human."""
     specs = context.policies(snapshot)
@@ -369,6 +377,11 @@ def _approval_needed(snapshot: dict, state: dict, call: dict, deps: Deps) -> tup
         spec, decision = found
         reasons = [f"policy {spec.name} v{spec.version}"] + taint
         return spec.approver_role, spec.approval_ttl_seconds, decision.explain(), reasons
+    if tool.get("requires_approval"):
+        role = tool.get("approver_role")
+        if not role:
+            raise engine.PolicyEvaluationError(f"tool {call['name']}", "it requires approval but names no approver role")
+        return role, None, None, [f"tool {call['name']} requires approval"] + taint
     if tool["side_effect"] and taint:
         role = snapshot.get("taint_approver_role")
         if not role:

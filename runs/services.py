@@ -50,7 +50,7 @@ def _freeze(*, agent: Agent, caller) -> dict:
     roles = user_role_names(caller)
     spec = version.spec
     tools = {t.name: t.spec() | {"handler": t.handler, "timeout_seconds": t.timeout_seconds}
-             for t in Tool.objects.filter(name__in=spec["tools"], enabled=True)}
+             for t in Tool.objects.select_related("approver_role").filter(name__in=spec["tools"], enabled=True, held=False)}
     policies = policy_specs(agent_slug=agent.slug)
     taint_role = settings.WARRANT.get("TAINT_APPROVER_ROLE", "")
     return {
@@ -60,7 +60,7 @@ def _freeze(*, agent: Agent, caller) -> dict:
         "granted_tools": sorted(granted_tool_names(role_names=roles) & set(tools)),
         "policies": [p.to_dict() for p in policies],
         "policy_snapshot_sha256": snapshot_sha256(policies),
-        "skills": [s.spec() for s in Skill.objects.filter(status=Skill.Status.APPROVED)],
+        "skills": [s.spec() for s in Skill.objects.filter(status=Skill.Status.ACTIVE)],
         "taint_approver_role": taint_role if Group.objects.filter(name=taint_role).exists() else "",
         "limits": {
             "max_approval_requests": settings.WARRANT["MAX_APPROVAL_REQUESTS_PER_RUN"],

@@ -8,15 +8,17 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from agents.admin import ReadOnlyAdmin
+from governance.api_errors import DomainError
 from governance.diffs import text_diff
 from skills.models import Skill, SkillVersion
 from skills.parser import SkillFormatError, parse_skill_md
-from skills.services import skill_import
+from skills.services import check_skill_transition, skill_import
 
 MAX_UPLOAD_BYTES = 256 * 1024
 
 
 class SkillAdminForm(forms.ModelForm):
+    user = None  # the editor, set by SkillAdmin.get_form
     upload = forms.FileField(required=False, label="or upload a SKILL.md file",
                              help_text="Replaces the text above when given.")
 
@@ -49,7 +51,27 @@ class SkillAdminForm(forms.ModelForm):
             raise forms.ValidationError({"upload" if upload else "source": str(exc)}) from None
         if self.instance.pk and parsed.name != self.instance.name:
             raise forms.ValidationError({"source": f"the name in SKILL.md is {parsed.name!r}; this skill is {self.instance.name!r}"})
+        if not self.instance.pk and Skill.objects.filter(name=parsed.name).exists():
+            raise forms.ValidationError({"source": f"a skill named {parsed.name!r} exists already; change that one"})
+        text_changed = not self.instance.pk or parsed.sha256 != self.instance.sha256
+        if text_changed and self.instance.pk and data.get("status") == self.instance.status:
+            data["status"] = Skill.Status.DRAFT  # new text goes back to review; the status was left as it was
+        self._check_lifecycle(parsed, data.get("status"))
         return data
+
+    def _check_lifecycle(self, parsed, status) -> None:
+        """Refuse here, next to the field, what skill_import would refuse on save: new text is a
+        draft by its author, who may not approve it; the lifecycle allows only some moves."""
+        if not status:
+            return
+        if self.instance.pk and parsed.sha256 == self.instance.sha256:
+            skill = self.instance
+        else:
+            skill = Skill(name=parsed.name, status=Skill.Status.DRAFT, author=self.user)
+        try:
+            check_skill_transition(skill=skill, to=status, user=self.user)
+        except DomainError as exc:
+            raise forms.ValidationError({"status": exc.message}) from None
 
 
 @admin.register(Skill)
@@ -69,6 +91,10 @@ class SkillAdmin(admin.ModelAdmin):
     @admin.display(description="history")
     def history_link(self, skill):
         return format_html('<a href="{}">versions and diffs</a>', reverse("admin:skills_skill_versions", args=[skill.pk]))
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(form.__name__, (form,), {"user": request.user})
 
     def save_model(self, request, obj, form, change):
         saved, _ = skill_import(text=form.cleaned_data["source"], user=request.user, status=form.cleaned_data["status"])

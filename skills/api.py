@@ -20,16 +20,18 @@ from skills.services import skill_import_report
 # Fields a skill has that only its SKILL.md text may change (or that nothing may change).
 DERIVED = frozenset({
     "id", "name", "description", "tags", "allowed_tools", "body", "version", "sha256", "history",
-    "updated_by", "created_at", "updated_at",
+    "updated_by", "created_at", "updated_at", "inputs", "outputs", "side_effects", "author", "approved_by",
+    "approved_at",
 })
 
 
 # Wrapped in allOf so drf-spectacular keeps the enum inline: runs and approvals also have a
 # `status` (other choices), and a shared generated name would collide (a schema warning).
 @extend_schema_field({"allOf": [{"type": "string", "enum": Skill.Status.values}],
-                      "description": "`draft` (not used by runs), `approved` or `retired`."})
+                      "description": "`draft` -> `approved` (by a governance admin who is not the author) -> "
+                                     "`active` (the only status runs use) -> `retired`."})
 class SkillStatusField(serializers.ChoiceField):
-    """A skill's status: draft, approved or retired."""
+    """A skill's status: draft, approved, active or retired."""
 
     def __init__(self, **kwargs):
         super().__init__(choices=Skill.Status.choices, **kwargs)
@@ -59,15 +61,19 @@ class SkillOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = Skill
         ref_name = "Skill"
-        fields = ["name", "description", "version", "status", "tags", "allowed_tools", "sha256", "updated_at"]
+        fields = ["name", "description", "version", "status", "tags", "allowed_tools", "inputs", "outputs",
+                  "side_effects", "sha256", "updated_at"]
 
 
 class SkillDetailOutputSerializer(SkillOutputSerializer):
     updated_by = serializers.SlugRelatedField(read_only=True, slug_field="username", allow_null=True)
+    author = serializers.SlugRelatedField(read_only=True, slug_field="username", allow_null=True)
+    approved_by = serializers.SlugRelatedField(read_only=True, slug_field="username", allow_null=True)
 
     class Meta(SkillOutputSerializer.Meta):
         ref_name = "SkillDetail"
-        fields = SkillOutputSerializer.Meta.fields + ["body", "source", "updated_by", "created_at"]
+        fields = SkillOutputSerializer.Meta.fields + ["body", "source", "updated_by", "author", "approved_by",
+                                                      "approved_at", "created_at"]
 
 
 class SkillFilter(django_filters.FilterSet):

@@ -7,7 +7,8 @@ from django.db import models
 class Skill(models.Model):
     class Status(models.TextChoices):
         DRAFT = "draft", "Draft (not used by runs)"
-        APPROVED = "approved", "Approved"
+        APPROVED = "approved", "Approved (reviewed, not yet used by runs)"
+        ACTIVE = "active", "Active (reaches runs)"
         RETIRED = "retired", "Retired"
 
     name = models.SlugField(max_length=64, unique=True)
@@ -16,11 +17,18 @@ class Skill(models.Model):
     allowed_tools = models.JSONField(
         default=list, blank=True, help_text="The contract: tools a run may call while this skill is active."
     )
+    inputs = models.JSONField(default=dict, blank=True, help_text="The contract: what the skill needs, by name.")
+    outputs = models.JSONField(default=dict, blank=True, help_text="The contract: what the skill produces, by name.")
+    side_effects = models.JSONField(default=list, blank=True, help_text="The contract: what it may change in the world.")
     body = models.TextField()
     version = models.PositiveIntegerField(default=1)
     sha256 = models.CharField(max_length=64, help_text="Of the SKILL.md text this row was parsed from.")
     source = models.TextField(help_text="The SKILL.md text as imported.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.APPROVED)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                               help_text="Who imported the current text; may not approve it.")
+    approved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    approved_at = models.DateTimeField(null=True, blank=True)
     updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -37,6 +45,9 @@ class Skill(models.Model):
             "description": self.description,
             "tags": list(self.tags),
             "allowed_tools": list(self.allowed_tools),
+            "inputs": dict(self.inputs),
+            "outputs": dict(self.outputs),
+            "side_effects": list(self.side_effects),
             "body": self.body,
             "version": self.version,
             "sha256": self.sha256,

@@ -23,7 +23,20 @@ _FENCE_RE = re.compile(r"^---[ \t]*$")
 
 
 class SkillFormatError(ValueError):
-    """A SKILL.md document that cannot become a skill."""
+    """A SKILL.md document that cannot become a skill; says where (file, line, field) when it can."""
+
+    def __init__(self, message: str, *, field: str | None = None, line: int | None = None, file: str | None = None):
+        super().__init__(message)
+        self.message, self.field, self.line, self.file = message, field, line, file
+
+    def at(self, *, file: str | None = None, line: int | None = None, field: str | None = None) -> "SkillFormatError":
+        return SkillFormatError(self.message, field=self.field or field, line=self.line or line, file=self.file or file)
+
+    def __str__(self) -> str:
+        where = ":".join(str(p) for p in (self.file, self.line) if p)
+        if where and self.line:
+            where = where if self.file else f"line {self.line}"
+        return f"{where}: {self.message}" if where else self.message
 
 
 @dataclass(frozen=True)
@@ -32,6 +45,9 @@ class ParsedSkill:
     description: str
     tags: tuple[str, ...]
     allowed_tools: tuple[str, ...]
+    inputs: dict
+    outputs: dict
+    side_effects: tuple[str, ...]
     version: int | None
     body: str
     sha256: str
@@ -52,20 +68,115 @@ def parse_skill_md(text: str) -> ParsedSkill:
 
     front, body = _split(text.lstrip("\ufeff"))
     meta = _load_front_matter(front)
+    lines = _key_lines(front)
+
+    def field(name: str, check, *keys: str):
+        try:
+            return check(meta)
+        except SkillFormatError as exc:
+            # A nested problem ("outputs.result") points at its own line; otherwise at the key's.
+            line = next((lines[k] for k in (exc.field, name, *keys) if k and k in lines), None)
+            raise exc.at(field=name, line=line) from None
 
     body = body.strip()
     if not body:
-        raise SkillFormatError("SKILL.md has no body: write the procedure after the front matter")
+        raise SkillFormatError("SKILL.md has no body: write the procedure after the front matter", field="body")
 
+    allowed = field("allowed-tools", _allowed_tools, "allowed_tools")
+    side_effects = field("side-effects", _side_effects, "side_effects")
+    undeclared = [t for t in side_effects if allowed and t not in allowed]
+    if undeclared:
+        raise SkillFormatError(
+            f"front matter: 'side-effects' names {', '.join(undeclared)}, which 'allowed-tools' does not allow",
+            field="side-effects", line=lines.get("side-effects", lines.get("side_effects")))
     return ParsedSkill(
-        name=_name(meta),
-        description=_description(meta),
-        tags=_tags(meta),
-        allowed_tools=_allowed_tools(meta),
-        version=_version(meta),
+        name=field("name", _name),
+        description=field("description", _description),
+        tags=field("tags", _tags),
+        allowed_tools=allowed,
+        inputs=field("inputs", lambda m: _contract(m, "inputs")),
+        outputs=field("outputs", lambda m: _contract(m, "outputs")),
+        side_effects=side_effects,
+        version=field("version", _version),
         body=body,
         sha256=hashlib.sha256(raw).hexdigest(),
     )
+
+
+def _key_lines(front: str) -> dict[str, int]:
+    """Line in the file of each top-level front matter key (the file's line 1 is the opening '---')."""
+    try:
+        node = yaml.compose(front)
+    except yaml.YAMLError:
+        return {}
+    lines: dict[str, int] = {}
+
+    def walk(node, prefix: str) -> None:
+        if not isinstance(node, yaml.MappingNode):
+            return
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                path = f"{prefix}{key.value}"
+                lines[path] = key.start_mark.line + 2
+                walk(value, path + ".")
+
+    walk(node, "")
+    return lines
+
+
+CONTRACT_TYPES = ("string", "number", "integer", "boolean", "object", "array")
+CONTRACT_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+def _contract(meta: dict, key: str) -> dict:
+    """`inputs`/`outputs`: name -> description, or name -> {type, description, required}."""
+    value = meta.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SkillFormatError(f"front matter: '{key}' must map names to a description or to {{type, description, required}}")
+    contract = {}
+    for name, spec in value.items():
+        if not isinstance(name, str) or not CONTRACT_NAME_RE.match(name):
+            raise SkillFormatError(f"front matter: '{key}' has an invalid name {name!r} (letters, digits, _)")
+        if isinstance(spec, str):
+            spec = {"description": spec}
+        if not isinstance(spec, dict):
+            raise SkillFormatError(f"front matter: '{key}.{name}' must be a description or a mapping",
+                                   field=f"{key}.{name}")
+        unknown = set(spec) - {"type", "description", "required"}
+        if unknown:
+            raise SkillFormatError(f"front matter: '{key}.{name}' has unknown keys: {', '.join(sorted(map(str, unknown)))}",
+                                   field=f"{key}.{name}")
+        kind = spec.get("type", "string")
+        if kind not in CONTRACT_TYPES:
+            raise SkillFormatError(f"front matter: '{key}.{name}.type' must be one of {', '.join(CONTRACT_TYPES)}",
+                                   field=f"{key}.{name}")
+        required = spec.get("required", True)
+        if not isinstance(required, bool):
+            raise SkillFormatError(f"front matter: '{key}.{name}.required' must be true or false",
+                                   field=f"{key}.{name}")
+        description = spec.get("description", "")
+        if not isinstance(description, str):
+            raise SkillFormatError(f"front matter: '{key}.{name}.description' must be a string",
+                                   field=f"{key}.{name}")
+        contract[name] = {"type": kind, "description": description.strip(), "required": required}
+    return contract
+
+
+def _side_effects(meta: dict) -> tuple[str, ...]:
+    """Tools with side effects the skill may trigger; `none` (or an empty list) declares it read-only."""
+    if "side-effects" in meta and "side_effects" in meta:
+        raise SkillFormatError("front matter: give 'side-effects' once, not also as 'side_effects'")
+    value = meta.get("side-effects", meta.get("side_effects"))
+    if value is None or value == "none" or value == []:
+        return ()
+    if not isinstance(value, list):
+        raise SkillFormatError("front matter: 'side-effects' must be a list of tool names, or none")
+    for item in value:
+        if not isinstance(item, str) or not TOOL_RE.match(item):
+            raise SkillFormatError(f"front matter: 'side-effects' has an invalid tool name: {item!r}")
+    return tuple(dict.fromkeys(value))
 
 
 def _split(text: str) -> tuple[str, str]:

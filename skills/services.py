@@ -1,9 +1,20 @@
-"""Writes for skills: import a SKILL.md into a row, export a row back to its SKILL.md."""
+"""Writes for skills: import a SKILL.md into a row, export it back, move it through its lifecycle.
+
+Lifecycle: draft -> approved (by a governance admin who is not its author) -> active (reaches
+runs) -> retired. New text is a new version and starts again as a draft: what runs use is
+always what someone other than its author reviewed. `user=None` is the platform itself (the
+bundled demo library, loaded by a management command), trusted like the code it ships with.
+"""
 
 from __future__ import annotations
 
-from django.db import IntegrityError, transaction
+from pathlib import Path
 
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from governance.api_errors import Conflict, Forbidden
+from governance.permissions import is_governance_admin
 from skills.models import Skill, SkillVersion
 from skills.parser import ParsedSkill, SkillFormatError, parse_skill_md
 
@@ -11,13 +22,40 @@ CREATED = "created"
 UPDATED = "updated"
 UNCHANGED = "unchanged"
 
+S = Skill.Status
+TRANSITIONS = {
+    S.DRAFT: {S.APPROVED, S.RETIRED},
+    S.APPROVED: {S.ACTIVE, S.DRAFT, S.RETIRED},
+    S.ACTIVE: {S.RETIRED, S.DRAFT},
+    S.RETIRED: {S.DRAFT},
+}
+
+
+class SkillLifecycleError(Conflict):
+    code = "invalid_transition"
+
+
+def check_skill_transition(*, skill: Skill, to: str, user) -> None:
+    """Refuse a status change the lifecycle does not allow, or an approval by the wrong person."""
+    if to == skill.status or user is None:
+        return
+    if to not in TRANSITIONS[skill.status]:
+        allowed = ", ".join(sorted(TRANSITIONS[skill.status]))
+        raise SkillLifecycleError(f"a {skill.status} skill cannot become {to}; it may become: {allowed}",
+                                  details={"status": skill.status, "to": to})
+    if to == S.APPROVED:
+        if not is_governance_admin(user):
+            raise Forbidden("only a governance admin may approve a skill")
+        if skill.author_id is not None and skill.author_id == user.pk:
+            raise Forbidden("a skill's author may not approve it; another governance admin must review it")
+
 
 def skill_import(*, text: str, user=None, status: str | None = None) -> tuple[Skill, bool]:
     """Create or update the skill named in text; returns (skill, created).
 
     Idempotent: the same text again changes nothing. Changed text bumps the version by one
-    (or to the front matter's version, if that is higher). Invalid text raises
-    SkillFormatError and writes nothing.
+    (or to the front matter's version, if that is higher) and returns the skill to draft.
+    Invalid text raises SkillFormatError and writes nothing.
     """
     skill, outcome = skill_import_report(text=text, user=user, status=status)
     return skill, outcome == CREATED
@@ -27,7 +65,8 @@ def skill_import_report(*, text: str, user=None, status: str | None = None) -> t
     """Like skill_import, but says what happened: "created", "updated" or "unchanged"."""
     parsed = parse_skill_md(text)
     if status is not None and status not in Skill.Status.values:
-        raise SkillFormatError(f"unknown skill status {status!r}; expected one of {', '.join(Skill.Status.values)}")
+        raise SkillFormatError(f"unknown skill status {status!r}; expected one of {', '.join(Skill.Status.values)}",
+                               field="status")
     try:
         return _import(parsed=parsed, text=text, user=user, status=status)
     except IntegrityError:
@@ -41,28 +80,55 @@ def skill_export(*, skill: Skill) -> str:
     return skill.source
 
 
+def skills_export_folder(*, root: Path, skills=None) -> list[Path]:
+    """Write each skill as <root>/<name>/SKILL.md; importing the folder again changes nothing."""
+    written = []
+    for skill in skills if skills is not None else Skill.objects.all():
+        path = root / skill.name / "SKILL.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(skill.source.encode("utf-8"))
+        written.append(path)
+    return written
+
+
+def _set_status(skill: Skill, to: str, user) -> None:
+    check_skill_transition(skill=skill, to=to, user=user)
+    if to == S.APPROVED:
+        skill.approved_by, skill.approved_at = user, timezone.now()
+    elif to == S.DRAFT:
+        skill.approved_by, skill.approved_at = None, None
+    skill.status = to
+    skill.updated_by = user
+
+
 def _import(*, parsed: ParsedSkill, text: str, user, status: str | None) -> tuple[Skill, str]:
     with transaction.atomic():
         skill = Skill.objects.select_for_update().filter(name=parsed.name).first()
         if skill is None:
-            skill = Skill(name=parsed.name, version=parsed.version or 1)
-            if status is not None:
-                skill.status = status
+            skill = Skill(name=parsed.name, version=parsed.version or 1, status=S.DRAFT)
             _apply(skill, parsed=parsed, text=text, user=user)
+            if status is not None and status != S.DRAFT:
+                if user is not None:
+                    raise SkillLifecycleError("a new skill starts as a draft; another governance admin approves it",
+                                              details={"status": status})
+                skill.status = status
             skill.save()
             _history(skill, user)
             return skill, CREATED
 
         text_changed = skill.sha256 != parsed.sha256
-        status_changed = status is not None and status != skill.status
-        if not text_changed and not status_changed:
-            return skill, UNCHANGED
         if text_changed:
             skill.version = max(skill.version + 1, parsed.version or 0)
             _apply(skill, parsed=parsed, text=text, user=user)
-        if status_changed:
-            skill.status = status
-            skill.updated_by = user
+            # New text has not been reviewed: it goes back to draft, unless the platform loads it.
+            skill.status = status if (user is None and status is not None) else S.DRAFT
+            skill.approved_by, skill.approved_at = None, None
+            if user is not None and status is not None and status != S.DRAFT:
+                _set_status(skill, status, user)
+        elif status is not None and status != skill.status:
+            _set_status(skill, status, user)
+        else:
+            return skill, UNCHANGED
         skill.save()
         _history(skill, user)
         return skill, UPDATED
@@ -72,10 +138,14 @@ def _apply(skill: Skill, *, parsed: ParsedSkill, text: str, user) -> None:
     skill.description = parsed.description
     skill.tags = list(parsed.tags)
     skill.allowed_tools = list(parsed.allowed_tools)
+    skill.inputs = parsed.inputs
+    skill.outputs = parsed.outputs
+    skill.side_effects = list(parsed.side_effects)
     skill.body = parsed.body
     skill.sha256 = parsed.sha256
     skill.source = text
     skill.updated_by = user
+    skill.author = user
 
 
 def _history(skill: Skill, user) -> None:

@@ -36,7 +36,8 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
-from agents.models import Agent, AgentVersion, ModelProfile, ModelProfileHealth, Tool
+from agents import sources
+from agents.models import Agent, AgentVersion, ModelProfile, ModelProfileHealth, Tool, ToolSource
 from governance import services as governance_services
 from governance.models import Policy, ToolGrant
 from runs import services as run_services
@@ -105,6 +106,13 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     ("GET", "tools/"):                              (401,  200,  200,  200,  200,  403),
     ("GET", "tools/{name}/"):                       (401,  200,  200,  200,  200,  403),
     ("PATCH", "tools/{name}/"):                     (401,  403,  403,  403,  200,  403),
+    ("POST", "tools/{name}/approve-change/"):       (401,  403,  403,  403,  200,  403),  # re-approve a held tool
+    # --- tool sources (by name): infrastructure, governance admins only, reads included
+    ("GET", "tool-sources/"):                       (401,  403,  403,  403,  200,  403),
+    ("POST", "tool-sources/"):                      (401,  403,  403,  403,  201,  403),
+    ("GET", "tool-sources/{name}/"):                (401,  403,  403,  403,  200,  403),
+    ("PATCH", "tool-sources/{name}/"):              (401,  403,  403,  403,  200,  403),
+    ("POST", "tool-sources/{name}/sync/"):          (401,  403,  403,  403,  200,  403),
     # --- skills (by name); DELETE retires
     ("GET", "skills/"):                             (401,  200,  200,  200,  200,  403),
     ("POST", "skills/"):                            (401,  403,  403,  403,  201,  403),
@@ -132,6 +140,7 @@ TARGETS = {
     "agents": {"slug": "agent_slug", "version": "agent_version"},
     "model-profiles": {"name": "profile_name"},
     "tools": {"name": "tool_name"},
+    "tool-sources": {"name": "tool_source_name"},
     "skills": {"name": "skill_name"},
 }
 TARGET_OVERRIDES = {
@@ -139,6 +148,8 @@ TARGET_OVERRIDES = {
     ("POST", "runs/{run_id}/cancel/"): {"run_id": "parked_run_id"},
     # Publishing the unchanged demo agent answers 200 (nothing new); a draft gives the real 201.
     ("POST", "agents/{slug}/publish/"): {"slug": "draft_agent_slug"},
+    # Only a held tool has a change to approve.
+    ("POST", "tools/{name}/approve-change/"): {"name": "held_tool_name"},
 }
 
 SKILL_TEXT = """---
@@ -172,7 +183,11 @@ BODIES = {
     ("POST", "model-profiles/{name}/test/"): {},
     ("PATCH", "tools/{name}/"): {"timeout_seconds": 5},
     ("POST", "skills/"): {"source": SKILL_TEXT.format(name="matrix-new-skill")},
-    ("PATCH", "skills/{name}/"): {"status": "draft"},
+    ("PATCH", "skills/{name}/"): {"status": "retired"},
+    ("POST", "tools/{name}/approve-change/"): {},
+    ("POST", "tool-sources/"): {"name": "matrix-new-source", "kind": "python", "path": "tests.tools.pyfuncs"},
+    ("PATCH", "tool-sources/{name}/"): {"timeout_seconds": 7},
+    ("POST", "tool-sources/{name}/sync/"): {},
 }
 
 # Error codes of our one error body, by status.
@@ -239,6 +254,19 @@ class World:
         return skill_import(text=SKILL_TEXT.format(name="matrix-skill"), user=_user("admin"))[0]
 
     @cached_property
+    def tool_source(self) -> ToolSource:
+        return sources.tool_source_create(values={"name": "matrix-py", "kind": "python", "path": "tests.tools.pyfuncs"})
+
+    @cached_property
+    def held_tool(self) -> Tool:
+        sources.tool_source_sync(source=self.tool_source)
+        tool = Tool.objects.get(name="matrix-py__add")
+        tool.held, tool.pending_change = True, {"description": "Add two numbers.", "input_schema": tool.input_schema,
+                                                "sha256": "0" * 64, "binding": tool.binding, "handler": tool.handler}
+        tool.save()
+        return tool
+
+    @cached_property
     def draft_agent(self) -> Agent:
         return agent_services.agent_create(values={"slug": "matrix-draft", "name": "Matrix draft",
                                                    "instructions": "Answer.", "model_profile": "scripted"})
@@ -257,6 +285,8 @@ class World:
     profile_name = property(lambda self: ModelProfile.objects.get(name="scripted").name)
     tool_name = property(lambda self: Tool.objects.get(name="calculator").name)
     skill_name = property(lambda self: self.skill.name)
+    tool_source_name = property(lambda self: self.tool_source.name)
+    held_tool_name = property(lambda self: self.held_tool.name)
 
     def url(self, method: str, route: str) -> str:
         names = [field for _, field, _, _ in string.Formatter().parse(route) if field]
@@ -368,7 +398,15 @@ def _assert_effect(world, method, route, persona, expected, response):
     elif (method, route) == ("POST", "skills/"):
         assert Skill.objects.filter(name="matrix-new-skill").exists() is allowed
     elif (method, route) == ("PATCH", "skills/{name}/"):
-        assert (Skill.objects.get(name="matrix-skill").status == "draft") is allowed
+        assert (Skill.objects.get(name="matrix-skill").status == "retired") is allowed
+    elif (method, route) == ("POST", "tools/{name}/approve-change/"):
+        assert Tool.objects.get(name="matrix-py__add").held is not allowed
+    elif (method, route) == ("POST", "tool-sources/"):
+        assert ToolSource.objects.filter(name="matrix-new-source").exists() is allowed
+    elif (method, route) == ("PATCH", "tool-sources/{name}/"):
+        assert (ToolSource.objects.get(name="matrix-py").timeout_seconds == 7) is allowed
+    elif (method, route) == ("POST", "tool-sources/{name}/sync/"):
+        assert Tool.objects.filter(tool_source__name="matrix-py").exists() is allowed
     elif (method, route) == ("DELETE", "skills/{name}/"):
         assert (Skill.objects.get(name="matrix-skill").status == "retired") is allowed
     elif (method, route) == ("POST", "policies/evaluate/") and allowed:
@@ -534,6 +572,12 @@ STRICT_CASES = [
                                                                "source": "mcp"}, id="tool-patch"),
     pytest.param("POST", "policies/evaluate/", BODIES[("POST", "policies/evaluate/")], {"caller": "operator"},
                  id="policy-evaluate"),
+    pytest.param("POST", "tool-sources/", BODIES[("POST", "tool-sources/")],
+                 {"auth_token": "sk-secret", "tools": ["x"], "last_synced_at": "2000-01-01"}, id="tool-sources"),
+    pytest.param("PATCH", "tool-sources/{name}/", {"timeout_seconds": 7}, {"name": "renamed", "kind": "openapi"},
+                 id="tool-source-patch"),
+    pytest.param("PATCH", "tools/{name}/", {"enabled": True}, {"held": False, "approved_sha256": "0" * 64,
+                                                              "pending_change": None}, id="tool-patch-held"),
 ]
 
 
@@ -548,12 +592,13 @@ def _snapshot():
         "roles": list(Group.objects.order_by("pk").values_list("name", flat=True)),
         "grants": list(ToolGrant.objects.order_by("pk").values_list("pk", flat=True)),
         "tools": list(Tool.objects.order_by("pk").values()),
+        "tool_sources": list(ToolSource.objects.order_by("pk").values()),
     }
 
 
 @pytest.mark.parametrize(("method", "route", "body", "forged"), STRICT_CASES)
 def test_strict_endpoints_refuse_forged_fields_by_name(world, method, route, body, forged):
-    world.policy, world.skill, world.draft_agent  # noqa: B018 - the targets exist before the snapshot
+    world.policy, world.skill, world.draft_agent, world.tool_source  # noqa: B018 - the targets exist before the snapshot
     before = _snapshot()
     response = _send(_client("admin"), method, world.url(method, route), {**body, **forged})
     assert response.status_code == 400, response.content

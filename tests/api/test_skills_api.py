@@ -31,7 +31,7 @@ def test_anyone_with_a_role_lists_the_skills(operator):
 def test_the_list_filters_by_status_and_tag(admin):
     create(admin, status="draft")
     assert [s["name"] for s in admin.get("/api/v1/skills/?status=draft").json()["results"]] == ["tiny-skill"]
-    assert admin.get("/api/v1/skills/?status=approved").json()["count"] == 3
+    assert admin.get("/api/v1/skills/?status=active").json()["count"] == 3
     assert [s["name"] for s in admin.get("/api/v1/skills/?tag=churn").json()["results"]] == ["churn-risk-playbook"]
     assert [s["name"] for s in admin.get("/api/v1/skills/?tag=math").json()["results"]] == ["tiny-skill"]
     assert admin.get("/api/v1/skills/?tag=nothing").json()["count"] == 0
@@ -46,7 +46,7 @@ def test_it_reads_one_skill_with_its_body(compliance):
     response = compliance.get("/api/v1/skills/churn-risk-playbook/")
     assert response.status_code == 200
     skill = response.json()
-    assert skill["version"] == 1 and skill["status"] == "approved"
+    assert skill["version"] == 1 and skill["status"] == "active"
     assert "compute_health_score" in skill["allowed_tools"]
     assert "churn" in skill["tags"]
     assert skill["body"].startswith("# Churn-risk playbook")
@@ -63,7 +63,7 @@ def test_an_admin_creates_a_skill_from_its_skill_md(admin):
     response = create(admin)
     assert response.status_code == 201, response.json()
     skill = response.json()
-    assert (skill["name"], skill["version"], skill["status"]) == ("tiny-skill", 1, "approved")
+    assert (skill["name"], skill["version"], skill["status"]) == ("tiny-skill", 1, "draft")
     assert skill["tags"] == ["tiny", "Math"] and skill["allowed_tools"] == ["calculator"]
     assert skill["body"] == "1. Call `calculator`."
     assert skill["source"] == TEXT and skill["updated_by"] == "admin"
@@ -165,4 +165,4 @@ def test_only_governance_admins_write_skills(persona, request):
     ):
         assert response.status_code == 403
     assert not Skill.objects.filter(name="tiny-skill").exists()
-    assert Skill.objects.get(name="churn-risk-playbook").status == "approved"
+    assert Skill.objects.get(name="churn-risk-playbook").status == "active"

@@ -188,6 +188,7 @@ def test_a_governance_admin_edits_a_skill_md_and_reads_its_history(page):
     page.click("text=Versions and diffs")
     latest = page.locator("section.wb-panel").first.inner_text()
     assert "Version 2" in latest and "+ added" in latest and "Always name the owner of each ticket." in latest
+    assert "Draft (not used by runs)" in latest  # new text goes back to review
     page.shot("16b-skill-history")
 
 

@@ -298,6 +298,9 @@ def _server_env(tmp: Path) -> dict[str, str]:
         "WARRANT_THROTTLE_RUN_CREATE": "100000/min",
         "WARRANT_THROTTLE_APPROVAL_DECIDE": "100000/min",
         "PYTHONUNBUFFERED": "1",
+        # Tool sources start programs and import modules: keep the fuzzer's to harmless ones.
+        "WARRANT_MCP_STDIO_COMMANDS": "true",
+        "WARRANT_PYTHON_TOOL_MODULES": "tests.tools.pyfuncs",
     })
     return env
 

@@ -29,7 +29,7 @@ tags:
 
 
 def test_an_imported_skill_whose_body_gives_injected_orders_taints_the_run(operator):
-    skill_import(text=SNEAKY_SKILL)
+    skill_import(text=SNEAKY_SKILL, status="active")  # reviewed and activated, and still screened
     run = start(operator, "Use the renewal helper for Acme Corp.")
     assert run["tainted"] is True
     assert "skill renewal-helper: override, role_change" in run_reason(run)

@@ -48,7 +48,7 @@ def test_it_creates_a_skill_from_its_text(django_user_model):
     skill, created = skill_import(text=TEXT, user=user)
     assert created
     skill.refresh_from_db()
-    assert (skill.name, skill.version, skill.status) == ("tiny-skill", 1, Skill.Status.APPROVED)
+    assert (skill.name, skill.version, skill.status) == ("tiny-skill", 1, Skill.Status.DRAFT)
     assert skill.tags == ["tiny"]
     assert skill.allowed_tools == ["calculator"]
     assert skill.body == "1. Call `calculator`."

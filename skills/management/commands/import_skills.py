@@ -33,7 +33,7 @@ class Command(BaseCommand):
             try:
                 skill, outcome = skill_import_report(text=_read(path))
             except SkillFormatError as exc:
-                failures.append(f"{path}: {exc}")
+                failures.append(str(exc.at(file=str(path))) + (f" [field: {exc.field}]" if exc.field else ""))
                 continue
             self.stdout.write(f"{outcome:<9} {skill.name} v{skill.version} ({path})")
 

@@ -1,0 +1,295 @@
+"""Writes for tool sources: register, sync (discover tools), hold a changed tool, re-approve it.
+
+Discovery is untrusted input. A new tool arrives disabled and granted to no role; a known tool
+whose description or input schema differs from what was approved is held (never callable)
+with the change kept for review, until a governance admin re-approves it.
+"""
+
+import difflib
+import json
+import logging
+import re
+
+import jsonschema
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from agents.models import Tool, ToolSource, tool_fingerprint
+from agents.services import ENV_VAR_NAME, HTTP_URL, timeout_validator
+from agents.tools import mcp, openapi, pytools
+from agents.tools.deadline import ToolTimeout
+from governance.api_errors import Conflict, DomainError
+
+logger = logging.getLogger(__name__)
+
+SOURCE_FIELDS = ("description", "command", "env_passthrough", "url", "document", "path", "base_url",
+                 "auth_header", "auth_env", "timeout_seconds", "approver_role", "enabled")
+HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+
+
+class SourceSyncFailed(DomainError):
+    status_code = 502
+    code = "source_unavailable"
+
+
+def tool_source_check(source: ToolSource) -> None:
+    """Every field problem at once, keyed by field (what the API and the admin form show)."""
+    errors: dict[str, list[str]] = {}
+    kind = source.kind
+    if kind == ToolSource.Kind.MCP_STDIO:
+        if not (isinstance(source.command, list) and source.command and all(isinstance(p, str) and p for p in source.command)):
+            errors["command"] = ["An mcp_stdio source needs its command: a list of the program and its arguments."]
+        elif settings.WARRANT.get("MCP_STDIO_COMMANDS") and source.command[0] not in settings.WARRANT["MCP_STDIO_COMMANDS"]:
+            errors["command"] = [f"{source.command[0]!r} is not among the programs this deployment allows "
+                                 "(WARRANT_MCP_STDIO_COMMANDS)."]
+    elif source.command:
+        errors["command"] = ["Only an mcp_stdio source has a command."]
+    if not all(isinstance(n, str) and ENV_VAR_NAME.regex.match(n) for n in source.env_passthrough or []):
+        errors["env_passthrough"] = ["Must be a list of environment variable names."]
+    if kind == ToolSource.Kind.MCP_HTTP and not source.url:
+        errors["url"] = ["An mcp_http source needs its endpoint URL."]
+    if kind == ToolSource.Kind.OPENAPI and not (source.url or source.path or source.document is not None):
+        errors["document"] = ["An openapi source needs its document, a file path or a URL."]
+    if kind == ToolSource.Kind.PYTHON and not source.path:
+        errors["path"] = ["A python source needs the dotted path of a module or a function."]
+    elif kind == ToolSource.Kind.PYTHON and not _python_path_allowed(source.path):
+        # Importing a module runs its code: a deployment may keep sources to its own packages.
+        errors["path"] = [f"{source.path!r} is outside the modules this deployment allows (WARRANT_PYTHON_TOOL_MODULES)."]
+    for field in ("url", "base_url"):
+        if getattr(source, field):
+            try:
+                HTTP_URL(getattr(source, field))
+            except ValidationError as exc:
+                errors[field] = exc.messages
+    if source.auth_header and not HEADER_NAME.match(source.auth_header):
+        errors["auth_header"] = ["Must be an HTTP header name."]
+    if bool(source.auth_header) != bool(source.auth_env):
+        errors["auth_env"] = ["Give both the header and the environment variable holding its value, or neither."]
+    elif source.auth_env and not ENV_VAR_NAME.regex.match(source.auth_env):
+        errors["auth_env"] = ["Must be an environment variable name (the value itself is never stored)."]
+    try:
+        timeout_validator(source.timeout_seconds)
+    except ValidationError as exc:
+        errors["timeout_seconds"] = exc.messages
+    if errors:
+        raise ValidationError(errors)
+
+
+def _python_path_allowed(path: str) -> bool:
+    allowed = settings.WARRANT.get("PYTHON_TOOL_MODULES") or []
+    return not allowed or any(path == prefix or path.startswith(prefix.rstrip(".") + ".") for prefix in allowed)
+
+
+def _apply(source: ToolSource, values: dict) -> None:
+    for field in SOURCE_FIELDS:
+        if field in values:
+            setattr(source, field, values[field])
+
+
+@transaction.atomic
+def tool_source_create(*, values: dict, user=None) -> ToolSource:
+    source = ToolSource(name=values.get("name", ""), kind=values.get("kind", ""), created_by=user)
+    _apply(source, values)
+    tool_source_check(source)
+    source.full_clean()
+    source.save()
+    return source
+
+
+@transaction.atomic
+def tool_source_update(*, source: ToolSource, values: dict) -> ToolSource:
+    """Change how a source is reached; its tools are re-checked at the next sync (and at every call)."""
+    source = ToolSource.objects.select_for_update().get(pk=source.pk)
+    _apply(source, values)
+    tool_source_check(source)
+    source.full_clean()
+    source.save()
+    return source
+
+
+def _tool_name(source: ToolSource, remote: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9_-]+", "_", f"{source.name}__{remote}")
+    return name[:64]
+
+
+def _discover(source: ToolSource) -> list[dict]:
+    """What the source offers now, as dicts of the fields a Tool row takes from it."""
+    if source.kind in (ToolSource.Kind.MCP_STDIO, ToolSource.Kind.MCP_HTTP):
+        return [{"remote_name": t.name, "description": t.description, "input_schema": t.input_schema,
+                 "read_only": t.read_only, "binding": {}, "handler": "", "source": Tool.Source.MCP}
+                for t in mcp.discover(source)]
+    if source.kind == ToolSource.Kind.OPENAPI:
+        document = openapi.load_document(source)
+        if not source.base_url:
+            source.base_url = openapi.default_base_url(source, document)
+        return [{"remote_name": op.name, "description": op.description, "input_schema": op.input_schema,
+                 "read_only": op.read_only, "binding": op.binding, "handler": "", "source": Tool.Source.OPENAPI}
+                for op in openapi.operations(document)]
+    return [{"remote_name": f.name, "description": f.description, "input_schema": f.input_schema,
+             "read_only": True, "binding": {"style": "kwargs"}, "handler": f.handler, "source": Tool.Source.PYTHON}
+            for f in pytools.functions_at(source.path)]
+
+
+def _approver_role(source: ToolSource) -> Group | None:
+    if source.approver_role_id:
+        return source.approver_role
+    return Group.objects.filter(name=settings.WARRANT.get("TAINT_APPROVER_ROLE", "")).first()
+
+
+def tool_source_sync(*, source: ToolSource) -> dict:
+    """Discover the source's tools and reconcile the registry. Slow I/O first, then one transaction."""
+    source = ToolSource.objects.select_related("approver_role").get(pk=source.pk)  # as stored now, not as the caller last saw it
+    try:
+        found = _discover(source)
+    except (mcp.SourceUnavailable, openapi.DocumentError, pytools.SignatureError) as exc:
+        ToolSource.objects.filter(pk=source.pk).update(last_sync_error=str(exc)[:2000])
+        raise SourceSyncFailed(f"cannot sync {source.name}: {exc}") from None
+    except ToolTimeout:
+        message = f"{source.name} did not answer within {source.timeout_seconds:g} seconds"
+        ToolSource.objects.filter(pk=source.pk).update(last_sync_error=message)
+        raise SourceSyncFailed(f"cannot sync {source.name}: {message}") from None
+    names = [entry["remote_name"] for entry in found]
+    if len(set(names)) != len(names):
+        raise SourceSyncFailed(f"{source.name} offers two tools under one name")
+    rejected = [{"name": entry["remote_name"], "reason": problem} for entry in found
+                if (problem := _entry_problem(entry))]
+    found = [entry for entry in found if not _entry_problem(entry)]
+    report = {"created": [], "changed": [], "unchanged": [], "removed": []}
+    with transaction.atomic():
+        discovered_base_url = source.base_url
+        source = ToolSource.objects.select_for_update().get(pk=source.pk)
+        source.base_url = source.base_url or discovered_base_url
+        existing = {t.remote_name: t for t in Tool.objects.select_for_update().filter(tool_source=source)}
+        for entry in found:
+            tool = existing.pop(entry["remote_name"], None)
+            if tool is None:
+                tool = _create(source, entry)
+                report["created"].append(tool.name)
+            elif _reconcile(tool, entry):
+                report["changed"].append(tool.name)
+            else:
+                report["unchanged"].append(tool.name)
+        for tool in existing.values():
+            if not (tool.held and (tool.pending_change or {}).get("removed")):
+                _hold(tool, {"removed": True, "detected_at": timezone.now().isoformat()})
+            report["removed"].append(tool.name)
+        source.last_synced_at = timezone.now()
+        source.last_sync_error = ""
+        source.save(update_fields=["base_url", "last_synced_at", "last_sync_error", "updated_at"])
+    return {key: sorted(names) for key, names in report.items()} | {"rejected": rejected}
+
+
+MAX_DESCRIPTION_CHARS = 8_000
+MAX_SCHEMA_CHARS = 32_000
+
+
+def _entry_problem(entry: dict) -> str:
+    """Why a discovered tool cannot be registered at all (it is left out and reported)."""
+    if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,128}", entry["remote_name"]):
+        return "its name is not 1-128 letters, digits, '_', '-' or '.'"
+    if len(entry["description"]) > MAX_DESCRIPTION_CHARS:
+        return f"its description is longer than {MAX_DESCRIPTION_CHARS} characters"
+    schema = entry["input_schema"]
+    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
+        return "its input schema does not describe an object of arguments"
+    if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
+        return f"its input schema is larger than {MAX_SCHEMA_CHARS} characters"
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return f"its input schema is not valid JSON Schema: {exc.message}"
+    return ""
+
+
+def _create(source: ToolSource, entry: dict) -> Tool:
+    name = _tool_name(source, entry["remote_name"])
+    if Tool.objects.filter(name=name).exists():
+        raise Conflict(f"a tool named {name!r} already exists outside this source", details={"name": name})
+    side_effect = not entry["read_only"]
+    # Only an OpenAPI write needs approval by default: its method says it writes. An MCP tool's
+    # hints are the server's own claim, so it is side-effecting unless it says it reads only, and
+    # its approvals come from policies like any other tool's.
+    needs_approval = side_effect and source.kind == ToolSource.Kind.OPENAPI
+    return Tool.objects.create(
+        name=name, description=entry["description"], input_schema=entry["input_schema"],
+        side_effect=side_effect, enabled=False, source=entry["source"], handler=entry["handler"],
+        timeout_seconds=source.timeout_seconds, tool_source=source, remote_name=entry["remote_name"],
+        binding=entry["binding"], requires_approval=needs_approval,
+        approver_role=_approver_role(source) if needs_approval else None,
+        approved_sha256=tool_fingerprint(entry["description"], entry["input_schema"]),
+    )
+
+
+def _reconcile(tool: Tool, entry: dict) -> bool:
+    """True when the tool is held (newly or still) because the source describes it differently."""
+    fingerprint = tool_fingerprint(entry["description"], entry["input_schema"])
+    if fingerprint == tool.approved_sha256:
+        if tool.held or tool.binding != entry["binding"] or tool.handler != entry["handler"]:
+            tool.held, tool.pending_change = False, None
+            tool.binding, tool.handler = entry["binding"], entry["handler"]
+            tool.save()
+        return False
+    if not (tool.held and (tool.pending_change or {}).get("sha256") == fingerprint):
+        _hold(tool, {"description": entry["description"], "input_schema": entry["input_schema"],
+                     "binding": entry["binding"], "handler": entry["handler"],
+                     "sha256": fingerprint, "detected_at": timezone.now().isoformat()})
+    return True
+
+
+def _hold(tool: Tool, change: dict) -> None:
+    tool.held = True
+    tool.pending_change = change
+    tool.save(update_fields=["held", "pending_change", "updated_at"])
+    logger.warning("tool %s held: it changed at its source", tool.name)
+
+
+def tool_hold(*, tool: Tool, current) -> None:
+    """Called by the dispatcher when a call finds the tool changed on the server."""
+    with transaction.atomic():
+        tool = Tool.objects.select_for_update().get(pk=tool.pk)
+        if current is None:
+            _hold(tool, {"removed": True, "detected_at": timezone.now().isoformat()})
+            return
+        _reconcile(tool, {"description": current.description, "input_schema": current.input_schema,
+                          "binding": tool.binding, "handler": tool.handler})
+
+
+@transaction.atomic
+def tool_change_approve(*, tool: Tool, user=None) -> Tool:
+    """Accept what the source reports now: the new description and schema become the approved ones."""
+    tool = Tool.objects.select_for_update().get(pk=tool.pk)
+    change = tool.pending_change
+    if not tool.held or not change:
+        raise Conflict(f"{tool.name} has no change waiting for approval")
+    if change.get("removed"):
+        raise Conflict(f"{tool.name} no longer exists at its source; disable it or sync again")
+    tool.description = change["description"]
+    tool.input_schema = change["input_schema"]
+    tool.binding = change.get("binding", tool.binding)
+    tool.handler = change.get("handler", tool.handler)
+    tool.approved_sha256 = change["sha256"]
+    tool.held, tool.pending_change = False, None
+    tool.save()
+    logger.info("tool %s: change approved by %s", tool.name, getattr(user, "username", "system"))
+    return tool
+
+
+def tool_change_diff(tool: Tool) -> str:
+    """A unified diff from the approved description and schema to what the source reports now."""
+    change = tool.pending_change
+    if not change:
+        return ""
+    if change.get("removed"):
+        return f"- {tool.remote_name} (no longer offered by its source)\n"
+
+    def lines(description, schema):
+        return [f"description: {line}" for line in description.splitlines()] + \
+               json.dumps(schema, indent=2, sort_keys=True).splitlines()
+
+    return "\n".join(difflib.unified_diff(
+        lines(tool.description, tool.input_schema), lines(change["description"], change["input_schema"]),
+        fromfile="approved", tofile="reported now", lineterm="",
+    ))

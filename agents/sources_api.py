@@ -1,0 +1,143 @@
+"""The tool-sources API: register MCP servers, OpenAPI services and Python modules, sync them,
+and re-approve a tool held because it changed at its source. Governance admins only: a source's
+command line and URLs are infrastructure, not something every role needs to read.
+"""
+
+from django.contrib.auth.models import Group
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.generics import GenericAPIView
+from rest_framework.response import Response
+
+from agents import sources
+from agents.api import TimeoutField, ToolOutputSerializer, _Paginated
+from agents.models import Tool, ToolSource
+from governance.api import errors
+from governance.api_fields import StrictSerializer
+from governance.permissions import IsGovernanceAdmin
+
+
+class ToolSourceOutputSerializer(serializers.ModelSerializer):
+    approver_role = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    tools = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+
+    class Meta:
+        model = ToolSource
+        ref_name = "ToolSource"
+        fields = [
+            "name", "kind", "description", "command", "env_passthrough", "url", "document", "path", "base_url",
+            "auth_header", "auth_env", "timeout_seconds", "approver_role", "enabled", "tools", "last_synced_at",
+            "last_sync_error", "created_at", "updated_at",
+        ]
+
+
+class _SourceFields(StrictSerializer):
+    description = serializers.CharField(required=False, allow_blank=True)
+    command = serializers.ListField(child=serializers.CharField(max_length=1000), max_length=64, required=False,
+                                    help_text="mcp_stdio: the program and its arguments, e.g. [\"mcp-server-time\"].")
+    env_passthrough = serializers.ListField(child=serializers.CharField(max_length=128), max_length=64, required=False,
+                                            help_text="mcp_stdio: environment variables the server process may see.")
+    url = serializers.CharField(max_length=500, required=False, allow_blank=True,
+                                help_text="mcp_http: the endpoint; openapi: where the document is served.")
+    document = serializers.JSONField(required=False, allow_null=True, help_text="openapi: the document itself.")
+    path = serializers.CharField(max_length=500, required=False, allow_blank=True,
+                                 help_text="openapi: a document file on the server; python: a dotted path.")
+    base_url = serializers.CharField(max_length=500, required=False, allow_blank=True,
+                                     help_text="openapi: where calls go; default the document's first server.")
+    auth_header = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    auth_env = serializers.CharField(max_length=128, required=False, allow_blank=True,
+                                     help_text="Name of the environment variable holding the header's value, never the value.")
+    timeout_seconds = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
+    approver_role = serializers.SlugRelatedField(slug_field="name", queryset=Group.objects.all(), required=False,
+                                                 allow_null=True, help_text="Approves its side-effecting tools.")
+    enabled = serializers.BooleanField(required=False)
+
+
+class ToolSourceListCreateApi(_Paginated, GenericAPIView):
+    permission_classes = [IsGovernanceAdmin]
+    serializer_class = ToolSourceOutputSerializer
+    queryset = ToolSource.objects.select_related("approver_role").prefetch_related("tools")
+
+    class InputSerializer(_SourceFields):
+        name = serializers.SlugField(max_length=32)
+        kind = serializers.ChoiceField(choices=ToolSource.Kind.choices)
+
+        class Meta:
+            ref_name = "ToolSourceCreate"
+
+    @extend_schema(operation_id="tool_sources_list", description="Registered tool sources.",
+                   responses=ToolSourceOutputSerializer(many=True))
+    def get(self, request):
+        return self.list_response()
+
+    @extend_schema(operation_id="tool_sources_create",
+                   description="Register a source. Nothing is discovered until it is synced.",
+                   request=InputSerializer, responses={201: ToolSourceOutputSerializer, **errors(400, 403)})
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        source = sources.tool_source_create(values=serializer.validated_data, user=request.user)
+        return Response(self.get_serializer(source).data, status=status.HTTP_201_CREATED)
+
+
+class ToolSourceDetailApi(GenericAPIView):
+    permission_classes = [IsGovernanceAdmin]
+    serializer_class = ToolSourceOutputSerializer
+    queryset = ToolSource.objects.select_related("approver_role").prefetch_related("tools")
+    lookup_field = "name"
+
+    class InputSerializer(_SourceFields):
+        class Meta:
+            ref_name = "ToolSourceUpdate"
+
+    @extend_schema(operation_id="tool_sources_retrieve", description="One tool source.",
+                   responses={200: ToolSourceOutputSerializer, **errors(403, 404)})
+    def get(self, request, name):
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(operation_id="tool_sources_partial_update",
+                   description="Change how a source is reached; the name and kind are fixed.",
+                   request=InputSerializer, responses={200: ToolSourceOutputSerializer, **errors(400, 403, 404)})
+    def patch(self, request, name):
+        source = self.get_object()
+        serializer = self.InputSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        source = sources.tool_source_update(source=source, values=serializer.validated_data)
+        return Response(self.get_serializer(source).data)
+
+
+class SyncReportSerializer(serializers.Serializer):
+    created = serializers.ListField(child=serializers.CharField(), help_text="New tools: disabled, granted to no role.")
+    changed = serializers.ListField(child=serializers.CharField(), help_text="Held: changed since approval.")
+    unchanged = serializers.ListField(child=serializers.CharField())
+    removed = serializers.ListField(child=serializers.CharField(), help_text="Held: no longer offered.")
+    rejected = serializers.ListField(child=serializers.DictField(child=serializers.CharField()),
+                                     help_text="Left out, with the reason: {name, reason}.")
+
+
+class ToolSourceSyncApi(GenericAPIView):
+    permission_classes = [IsGovernanceAdmin]
+    serializer_class = SyncReportSerializer
+    queryset = ToolSource.objects.all()
+    lookup_field = "name"
+
+    @extend_schema(operation_id="tool_sources_sync", request=None,
+                   description="Discover the source's tools. New ones arrive disabled and granted to no role; "
+                               "a tool whose description or schema changed is held until re-approved.",
+                   responses={200: SyncReportSerializer, **errors(403, 404, 409, 502)})
+    def post(self, request, name):
+        return Response(sources.tool_source_sync(source=self.get_object()))
+
+
+class ToolApproveChangeApi(GenericAPIView):
+    permission_classes = [IsGovernanceAdmin]
+    serializer_class = ToolOutputSerializer
+    queryset = Tool.objects.all()
+    lookup_field = "name"
+
+    @extend_schema(operation_id="tools_approve_change", request=None,
+                   description="Accept the change a held tool's source reports (see pending_change and change_diff).",
+                   responses={200: ToolOutputSerializer, **errors(403, 404, 409)})
+    def post(self, request, name):
+        tool = sources.tool_change_approve(tool=self.get_object(), user=request.user)
+        return Response(self.get_serializer(tool).data)

@@ -1,0 +1,124 @@
+"""Real tool sources for the tests: MCP servers from PyPI and npm, started here on loopback."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+
+from agents.models import Agent, ModelProfile, Tool
+from agents.services import agent_publish
+from runs import services
+from runs.models import Run
+
+ROOT = Path(__file__).resolve().parents[2]
+NPM_DIR = ROOT / "var" / "test-mcp-npm"
+EVERYTHING = NPM_DIR / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+# Ports of this suite: 18200-18299 on 127.0.0.1.
+EVERYTHING_HTTP_PORT = 18211
+# pytest-django's live_server (Warrant's own API, the OpenAPI service of these tests) binds here.
+os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", "127.0.0.1:18220")
+# The everything server listens on every interface; this preload pins Node's listen() to loopback.
+LOOPBACK_PRELOAD = """import net from "node:net";
+const listen = net.Server.prototype.listen;
+net.Server.prototype.listen = function (...args) {
+  if (typeof args[0] === "number" || (typeof args[0] === "string" && /^\\d+$/.test(args[0]))) args.splice(1, 0, "127.0.0.1");
+  return listen.apply(this, args);
+};
+"""
+
+
+def time_server_command(*extra: str) -> list[str]:
+    return [sys.executable, "-m", "mcp_server_time", *extra]
+
+
+@pytest.fixture(scope="session")
+def everything_server() -> Path:
+    """@modelcontextprotocol/server-everything, installed from tests/tools/npm into var/ (once)."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("Node.js (node and npm) is not installed: the npm MCP server cannot run")
+    if not EVERYTHING.exists():
+        NPM_DIR.mkdir(parents=True, exist_ok=True)
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy(ROOT / "tests" / "tools" / "npm" / name, NPM_DIR / name)
+        done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=NPM_DIR,
+                              capture_output=True, text=True, timeout=300)
+        if done.returncode != 0 or not EVERYTHING.exists():
+            pytest.skip(f"npm could not install the everything server: {done.stderr[-300:]}")
+    return EVERYTHING
+
+
+@pytest.fixture(scope="session")
+def everything_http(everything_server, tmp_path_factory):
+    """The everything server over streamable HTTP on 127.0.0.1:EVERYTHING_HTTP_PORT."""
+    preload = tmp_path_factory.mktemp("node") / "loopback.mjs"
+    preload.write_text(LOOPBACK_PRELOAD)
+    process = subprocess.Popen(
+        ["node", "--import", str(preload), str(everything_server), "streamableHttp"],
+        env={**os.environ, "PORT": str(EVERYTHING_HTTP_PORT)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", EVERYTHING_HTTP_PORT), timeout=0.2).close()
+                break
+            except OSError:
+                if process.poll() is not None:
+                    pytest.fail("the everything server exited at start")
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{EVERYTHING_HTTP_PORT}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def child_processes() -> list[int]:
+    """Live processes whose parent is this test process (zombies excluded)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+@pytest.fixture
+def replay_agent(demo):
+    """An agent whose 'model' follows a script given as the run's input (tests/runs/backends.py)."""
+    profile = ModelProfile.objects.create(name="replay", backend="tests.runs.backends.ReplayBackend", model="replay-1")
+    agent = Agent.objects.create(slug="replayer", name="Replayer", instructions="Follow the script.",
+                                 model_profile=profile)
+
+    def publish(*tools: Tool):
+        agent.tools.set(list(Tool.objects.filter(source="python", tool_source=None)) + list(tools))
+        agent_publish(agent=agent)
+        return agent
+
+    return publish
+
+
+def run_script(script: dict, *, user: str = "operator") -> Run:
+    run, _ = services.run_start(agent_slug="replayer", input_text=json.dumps(script),
+                                caller=User.objects.get(username=user))
+    services.run_advance(run_id=run.id)
+    run.refresh_from_db()
+    return run
+
+
+def tool_events(run: Run) -> list[dict]:
+    return [e.data for e in run.events.filter(kind="tool_call").order_by("seq")]
+
+
+def shown(run: Run) -> list[str]:
+    return [name for e in run.events.filter(kind="model_call").order_by("seq") for name in e.data["tools_shown"]]
