@@ -1,18 +1,20 @@
 """Which of many keywords occur in a text, as whole words: one Aho-Corasick pass, not a loop.
 
-Pure. The automaton only proposes candidates; each candidate is then confirmed with the same
-whole-word regular expression the engine has always used (`word_pattern`), so the answer is
+Pure. The automaton only proposes candidates, each at a position; a candidate that is not
+plainly inside a longer word is confirmed by the same whole-word regular expression the engine
+has always used (`word_pattern`), anchored at its position in the text. So the answer is
 exactly the answer of searching every keyword one by one, at the cost of one pass over the
-text plus one regex per keyword that actually occurs.
+text plus one anchored match per candidate.
 
 For the automaton never to miss a match, text and keywords are folded the way `re.IGNORECASE`
 compares characters: a character's simple lowercase, then one representative for each class
-of the extra equivalences `re` knows (ı/i, ſ/s, K/k, ...), and whitespace runs become one space
-(a phrase's words match across any run of whitespace). Folding keeps one character per
-character, so a regex match always shows up as a substring of the folded text.
+of the extra equivalences `re` knows (ı/i, ſ/s, K/k, ...), one character for one. Whitespace
+runs are scanned as one space (a phrase's words match across any run), and positions are
+mapped back to the text for the confirming match.
 """
 
 import re
+from bisect import bisect_right
 from functools import lru_cache
 
 import ahocorasick
@@ -50,17 +52,35 @@ _FOLD = _FoldTable()
 
 def fold(text: str) -> str:
     # ASCII folds to its lowercase: an ASCII letter is the smallest member of its class.
-    folded = text.lower() if text.isascii() else text.translate(_FOLD)
-    return " ".join(folded.split())
+    return text.lower() if text.isascii() else text.translate(_FOLD)
+
+
+# A folded character among these came from a character `\w` matches (letters fold to letters).
+_ASCII_WORD = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _positions(folded: str):
+    """Position in the whitespace-joined text -> position in `folded` (and so in the text)."""
+    joined_starts, starts, at = [], [], 0
+    for token in re.finditer(r"\S+", folded):
+        joined_starts.append(at)
+        starts.append(token.start())
+        at += token.end() - token.start() + 1
+
+    def to_text(position: int) -> int:
+        i = bisect_right(joined_starts, position) - 1
+        return starts[i] + position - joined_starts[i]
+
+    return to_text
 
 
 class KeywordIndex:
     """Built once from a set of keywords; answers which of them occur in a text."""
 
     def __init__(self, keywords):
-        self._by_key: dict[str, list[str]] = {}
+        self._by_key: dict[str, list[str]] = {}  # folded, whitespace-joined -> the keywords as given
         for keyword in dict.fromkeys(keywords):
-            key = fold(keyword)
+            key = " ".join(fold(keyword).split())
             if key:
                 self._by_key.setdefault(key, []).append(keyword)
         self._automaton = None
@@ -84,7 +104,16 @@ class KeywordIndex:
         """The keywords (as given) that occur in `text` as whole words, case-insensitively."""
         if self._automaton is None or not text:
             return frozenset()
-        candidates = {key for _, key in self._automaton.iter(fold(text))}
-        return frozenset(
-            keyword for key in candidates for keyword in self._by_key[key] if self._pattern(keyword).search(text)
-        )
+        folded = fold(text)
+        scanned = " ".join(folded.split())
+        to_text = None if scanned == folded else _positions(folded)
+        found, last = set(), len(scanned) - 1
+        for end, key in self._automaton.iter(scanned):
+            start = end - len(key) + 1
+            if (start and scanned[start - 1] in _ASCII_WORD) or (end < last and scanned[end + 1] in _ASCII_WORD):
+                continue  # inside a longer word: the regex's (?<!\w) or (?!\w) refuses it too
+            at = start if to_text is None else to_text(start)
+            for keyword in self._by_key[key]:
+                if keyword not in found and self._pattern(keyword).match(text, at):
+                    found.add(keyword)
+        return frozenset(found)
