@@ -93,6 +93,9 @@ def write(path: Path, records: list[dict], *, machine: dict, failed: list[str], 
         f"{machine['load_at_start']['load15']}, at end {machine['load_at_end']['load1']}/"
         f"{machine['load_at_end']['load5']}/{machine['load_at_end']['load15']}.",
     ]
+    for rerun in machine.get("reruns", []):
+        lines.append(f"- Re-run on their own: {', '.join(rerun['scenarios'])}, {rerun['started']} to {rerun['finished']} "
+                     f"(load {rerun['load_at_start']['load1']} at start, {rerun['load_at_end']['load1']} at end).")
     if os.environ.get("BENCH_NOTE"):
         lines.append(f"- {os.environ['BENCH_NOTE']}")
     if failed:

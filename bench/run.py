@@ -81,6 +81,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--smoke", action="store_true", help="each scenario once, tiny N")
     parser.add_argument("--only", default=",".join(SCENARIOS))
+    parser.add_argument("--merge", action="store_true", help="keep the other scenarios' figures in --out")
+    parser.add_argument("--report", action="store_true", help="only write RESULTS.md again from results.jsonl")
     parser.add_argument("--out", type=Path, default=HERE, help="where RESULTS.md and results.jsonl go")
     parser.add_argument("--pg-url", default=os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
     parser.add_argument("--redis-port", type=int, default=int(os.environ.get("BENCH_REDIS_PORT", "18401")))
@@ -104,7 +106,16 @@ def main() -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     jsonl = args.out / "results.jsonl"
-    jsonl.write_text("")
+    if args.report:
+        return _report(args, jsonl, None, [])
+    only = args.only.split(",")
+    kept = []
+    if args.merge and jsonl.exists():  # re-run some scenarios, keep the others' figures
+        names = {"embedded": {"harness", "approval"}}
+        dropped = {s for name in only for s in names.get(name, {name})}
+        kept = [line for line in jsonl.read_text().splitlines() if line.strip()
+                and json.loads(line).get("scenario") not in dropped]
+    jsonl.write_text("".join(line + "\n" for line in kept))
     tmp = tempfile.TemporaryDirectory(prefix="bench-")
     template = Path(tmp.name) / "template" / "warrant.sqlite3"
     env = dict(os.environ, PYTHONPATH=str(ROOT), BENCH_SQLITE_TEMPLATE=str(template))
@@ -113,7 +124,7 @@ def main() -> int:
     failed = []
     machine = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
                "load_at_start": load_snapshot(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
-    for name in ["template", *args.only.split(",")]:
+    for name in ["template", *only]:
         started = time.monotonic()
         print(f"bench: {name} ...", flush=True)
         command = [sys.executable, "-m", "bench.run", "--scenario", name, "--jsonl", str(jsonl),
@@ -128,7 +139,18 @@ def main() -> int:
     tmp.cleanup()
     machine["load_at_end"] = load_snapshot()
     machine["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    records = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
+    machine["scenarios"] = only
+    with jsonl.open("a") as out:
+        out.write(json.dumps({"scenario": "_run", "machine": machine}) + "\n")
+    return _report(args, jsonl, machine, failed)
+
+
+def _report(args, jsonl: Path, machine: dict | None, failed: list[str]) -> int:
+    lines = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
+    runs = [r["machine"] for r in lines if r.get("scenario") == "_run"]
+    records = [r for r in lines if r.get("scenario") != "_run"]
+    if runs:  # the first run's header, and when scenarios were re-run (--merge)
+        machine = dict(runs[0], reruns=runs[1:])
     from bench.report import write
 
     write(args.out / "RESULTS.md", records, machine=machine, failed=failed, smoke=args.smoke)
