@@ -34,9 +34,9 @@ def _build_chain(n: int) -> None:
     agent = Agent.objects.get(slug=djangoenv.AGENT)
     prev_hash, seq = sealed.hash, sealed.seq
     batch = 5_000
-    for offset in range(0, n - seq, batch):
+    while seq < n:
         runs, receipts = [], []
-        for _ in range(min(batch, n - seq - offset)):
+        for _ in range(min(batch, n - seq)):
             run = Run(id=uuid.uuid4(), agent=agent, agent_version_id=real.agent_version_id, caller=operator,
                       input=PROMPT, status="succeeded", snapshot={}, state={})
             body = canonical(template | {"run_id": str(run.id)})
