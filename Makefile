@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run test test-services fuzz install install-test browser-deps demo token clean
+.PHONY: run test test-services fuzz install install-test browser-deps demo token clean bench bench-install bench-smoke
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,7 @@ test: install-test browser-deps
 	$(PY) -m ruff check .
 	DJANGO_DEBUG=1 $(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(PY) -m pytest
+	$(MAKE) --no-print-directory bench-smoke
 	$(MAKE) --no-print-directory test-services
 	$(MAKE) --no-print-directory fuzz
 
@@ -59,5 +60,30 @@ test-services: install-test
 fuzz: install-test
 	$(PY) tests/fuzz/run_schemathesis.py
 
+# Benchmarks (bench/): Warrant beside LangGraph, Pydantic AI and the floor of its own stack. They get
+# a venv of their own (the project's requirements plus bench/requirements.txt) and write
+# bench/RESULTS.md. Scenarios 3 and 4 create and drop databases warrant_bench_* on PG_URL's server
+# and start their own redis-server on BENCH_REDIS_PORT (and the next port), gunicorn on BENCH_API_PORT.
+BENCH_VENV := .venv-bench
+BENCH_PY := $(BENCH_VENV)/bin/python
+BENCH_REDIS_PORT ?= 6396
+BENCH_API_PORT ?= 8096
+
+$(BENCH_VENV)/.installed: bench/requirements.txt requirements.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_PY) -m pip install --quiet --upgrade pip
+	$(BENCH_PY) -m pip install --quiet -r bench/requirements.txt
+	touch $@
+
+bench-install: $(BENCH_VENV)/.installed
+
+bench: bench-install
+	$(BENCH_PY) -m bench.run --pg-url $(PG_URL) --redis-port $(BENCH_REDIS_PORT) --api-port $(BENCH_API_PORT)
+
+# Every scenario once with tiny N, so the benchmarks cannot rot (part of `make test`).
+bench-smoke: install-test bench-install
+	WARRANT_BENCH_SMOKE=1 BENCH_PG_URL=$(PG_URL) BENCH_REDIS_PORT=$(BENCH_REDIS_PORT) BENCH_API_PORT=$(BENCH_API_PORT) \
+		$(PY) -m pytest tests/bench
+
 clean:
-	rm -rf $(VENV) var .pytest_cache
+	rm -rf $(VENV) $(BENCH_VENV) var .pytest_cache

@@ -2,13 +2,22 @@
 
 Every decision names the policy, its version and what matched. Anything that cannot be
 evaluated raises PolicyEvaluationError, and the harness fails the run closed.
+
+A set of policies is compiled once into a PolicyIndex: policies sorted by type and priority,
+their soundness checked, and every keyword in one automaton (governance.keyword_index). An
+input is then scanned once, whatever the number of policies; only the policies whose keywords
+occur, those with a regex and those that match every text are looked at. The module-level
+functions take a list of specs or an index, and answer exactly alike.
 """
 
 import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from collections import OrderedDict
 from functools import lru_cache
+
+from governance.keyword_index import KeywordIndex, word_pattern
 
 TYPES = ("intent_guard", "playbook", "tool_guide", "tool_approval", "output_formatter")
 ALL_TOOLS = "*"
@@ -74,13 +83,6 @@ def snapshot_sha256(specs: list[PolicySpec]) -> str:
 
 
 @lru_cache(maxsize=1024)
-def _word_pattern(phrase: str) -> re.Pattern:
-    # Whole words only: "drop" must not match "dropdown". Inner whitespace matches any run.
-    words = [re.escape(w) for w in phrase.split()]
-    return re.compile(r"(?<!\w)" + r"\s+".join(words) + r"(?!\w)", re.IGNORECASE)
-
-
-@lru_cache(maxsize=1024)
 def _compile(policy: str, pattern: str) -> re.Pattern:
     try:
         return re.compile(pattern, re.IGNORECASE)
@@ -122,17 +124,22 @@ def match_text(spec: PolicySpec, text: str) -> tuple[str, ...] | None:
 
     A policy with neither keywords nor regex matches every text (formatters, tool rules).
     """
+    return _match(spec, text, {k for k in spec.keywords if word_pattern(k).search(text)})
+
+
+def _match(spec: PolicySpec, text: str, found) -> tuple[str, ...] | None:
+    """match_text, given the set of keywords known to occur in `text` (as whole words)."""
     if spec.match_mode not in ("any", "all"):
         raise PolicyEvaluationError(spec.name, f"unknown match mode {spec.match_mode!r}")
-    hits = tuple(k for k in spec.keywords if _word_pattern(k).search(text))
+    hits = tuple(k for k in spec.keywords if k in found)
     if spec.keywords:
         wanted = len(spec.keywords) if spec.match_mode == "all" else 1
         if len(hits) >= wanted:
             return hits
     if spec.regex:
-        found = _compile(spec.name, spec.regex).search(text)
-        if found:
-            return (f"regex:{found.group(0)}",)
+        matched = _compile(spec.name, spec.regex).search(text)
+        if matched:
+            return (f"regex:{matched.group(0)}",)
     if not spec.keywords and not spec.regex:
         return ()
     return None
@@ -146,69 +153,162 @@ def targets_tool(spec: PolicySpec, tool: str) -> bool:
     return ALL_TOOLS in spec.target_tools or tool in spec.target_tools
 
 
-def _active(specs: list[PolicySpec], agent: str, type_: str) -> list[PolicySpec]:
-    found = []
-    for spec in specs:
-        if spec.type not in TYPES:
-            raise PolicyEvaluationError(spec.name, f"unknown policy type {spec.type!r}")
-        if spec.enabled and spec.type == type_ and applies_to_agent(spec, agent):
-            found.append(spec)
-    return sorted(found, key=lambda s: (s.priority, s.id))
+def _priority(spec: PolicySpec) -> tuple[int, int]:
+    return spec.priority, spec.id
 
 
-def _fire(spec: PolicySpec, text: str) -> Decision | None:
-    matched = match_text(spec, text)
-    if matched is None:
+class PolicyIndex:
+    """A list of policies compiled for evaluation. Build it once per snapshot; it is read-only.
+
+    Fail-closed rules are those of evaluating the list one policy at a time: a policy of unknown
+    type anywhere makes every evaluation fail; an unsound enabled policy fails any evaluation it
+    takes part in, named in priority order.
+    """
+
+    def __init__(self, specs):
+        self.specs = tuple(specs)
+        self._unknown = next((s for s in self.specs if s.type not in TYPES), None)
+        self._problems: dict[int, str] = {}  # id(spec) -> why it cannot be evaluated
+        self._unsound: list[PolicySpec] = []  # enabled and unsound, in list order (check_all)
+        self._ordered: dict[str, list[PolicySpec]] = {t: [] for t in TYPES}
+        for spec in self.specs:
+            if not spec.enabled:
+                continue
+            problems = validate(spec)
+            if problems:
+                self._problems[id(spec)] = "; ".join(problems)
+                self._unsound.append(spec)
+            if spec.type in self._ordered:
+                self._ordered[spec.type].append(spec)
+        # Per type, positions in priority order of: unsound policies; policies looked at for every
+        # text (a regex, or nothing to match on); and, per keyword, the policies that name it.
+        self._unsound_at: dict[str, list[int]] = {}
+        self._always_at: dict[str, list[int]] = {}
+        self._owners: dict[str, dict[str, list[int]]] = {}
+        keywords = []
+        for type_, ordered in self._ordered.items():
+            ordered.sort(key=_priority)
+            unsound, always, owners = [], [], {}
+            for position, spec in enumerate(ordered):
+                if id(spec) in self._problems:
+                    unsound.append(position)
+                elif spec.regex or not spec.keywords:
+                    always.append(position)
+                else:
+                    for keyword in dict.fromkeys(spec.keywords):
+                        owners.setdefault(keyword, []).append(position)
+                if id(spec) not in self._problems:
+                    keywords.extend(spec.keywords)
+            self._unsound_at[type_], self._always_at[type_], self._owners[type_] = unsound, always, owners
+        self._keywords = KeywordIndex(keywords)
+        self._last_found: tuple[str, frozenset] | None = None
+
+    def _found(self, text: str) -> frozenset:
+        last = self._last_found
+        if last is not None and last[0] == text:
+            return last[1]
+        found = self._keywords.found(text)
+        self._last_found = (text, found)
+        return found
+
+    def _checked(self, spec: PolicySpec) -> PolicySpec:
+        problem = self._problems.get(id(spec))
+        if problem:
+            raise PolicyEvaluationError(spec.name, problem)
+        return spec
+
+    def _active(self, type_: str) -> list[PolicySpec]:
+        if self._unknown is not None:
+            raise PolicyEvaluationError(self._unknown.name, f"unknown policy type {self._unknown.type!r}")
+        return self._ordered[type_]
+
+    def check_all(self, *, agent: str) -> None:
+        for spec in self._unsound:
+            if applies_to_agent(spec, agent):
+                self._checked(spec)
+
+    def input_decisions(self, *, agent: str, text: str, type_: str) -> list[tuple[PolicySpec, Decision]]:
+        ordered = self._active(type_)
+        for position in self._unsound_at[type_]:
+            if applies_to_agent(ordered[position], agent):
+                self._checked(ordered[position])
+        positions = set(self._always_at[type_])
+        owners = self._owners[type_]
+        if owners:
+            for keyword in self._found(text):
+                positions.update(owners.get(keyword, ()))
+        fired = []
+        for position in sorted(positions):
+            spec = ordered[position]
+            if not applies_to_agent(spec, agent):
+                continue
+            matched = _match(spec, text, self._found(text) if spec.keywords else ())
+            if matched is not None:
+                fired.append((spec, Decision(spec.id, spec.name, spec.version, spec.type, matched)))
+        return fired
+
+    def tool_guides(self, *, agent: str, tool: str) -> list[tuple[PolicySpec, Decision]]:
+        return [
+            (spec, Decision(spec.id, spec.name, spec.version, spec.type, (tool,)))
+            for spec in self._active("tool_guide")
+            if applies_to_agent(spec, agent) and targets_tool(self._checked(spec), tool)
+        ]
+
+    def tool_approval(self, *, agent: str, tool: str, text: str) -> tuple[PolicySpec, Decision] | None:
+        for spec in self._active("tool_approval"):
+            if not applies_to_agent(spec, agent) or not targets_tool(self._checked(spec), tool):
+                continue
+            matched = _match(spec, text, self._found(text) if spec.keywords else ())
+            if matched is not None:
+                return spec, Decision(spec.id, spec.name, spec.version, spec.type, (tool, *matched))
         return None
-    return Decision(spec.id, spec.name, spec.version, spec.type, matched)
 
 
-def _checked(spec: PolicySpec) -> PolicySpec:
-    problems = validate(spec)
-    if problems:
-        raise PolicyEvaluationError(spec.name, "; ".join(problems))
-    return spec
+_COMPILED: OrderedDict[tuple[int, ...], PolicyIndex] = OrderedDict()
+_COMPILED_MAX = 16
 
 
-def input_decisions(specs: list[PolicySpec], *, agent: str, text: str, type_: str) -> list[tuple[PolicySpec, Decision]]:
+def compile_policies(specs) -> PolicyIndex:
+    """The index of `specs` (a list of PolicySpec, or an index already).
+
+    Recently compiled lists are kept, keyed by the identity of their specs: the index holds the
+    specs themselves, so no other object can take one of those identities while it is kept, and
+    specs are frozen.
+    """
+    if isinstance(specs, PolicyIndex):
+        return specs
+    key = tuple(map(id, specs))
+    index = _COMPILED.get(key)
+    if index is None:
+        index = PolicyIndex(specs)
+        _COMPILED[key] = index
+        while len(_COMPILED) > _COMPILED_MAX:
+            _COMPILED.popitem(last=False)
+    return index
+
+
+def input_decisions(specs, *, agent: str, text: str, type_: str) -> list[tuple[PolicySpec, Decision]]:
     """Policies of one input-matched type that fire on `text`, in priority order."""
-    fired = []
-    for spec in _active(specs, agent, type_):
-        decision = _fire(_checked(spec), text)
-        if decision is not None:
-            fired.append((spec, decision))
-    return fired
+    return compile_policies(specs).input_decisions(agent=agent, text=text, type_=type_)
 
 
-def intent_guard(specs: list[PolicySpec], *, agent: str, text: str) -> tuple[PolicySpec, Decision] | None:
+def intent_guard(specs, *, agent: str, text: str) -> tuple[PolicySpec, Decision] | None:
     fired = input_decisions(specs, agent=agent, text=text, type_="intent_guard")
     return fired[0] if fired else None
 
 
-def tool_guides(specs: list[PolicySpec], *, agent: str, tool: str) -> list[tuple[PolicySpec, Decision]]:
-    return [
-        (spec, Decision(spec.id, spec.name, spec.version, spec.type, (tool,)))
-        for spec in _active(specs, agent, "tool_guide")
-        if targets_tool(_checked(spec), tool)
-    ]
+def tool_guides(specs, *, agent: str, tool: str) -> list[tuple[PolicySpec, Decision]]:
+    return compile_policies(specs).tool_guides(agent=agent, tool=tool)
 
 
-def tool_approval(specs: list[PolicySpec], *, agent: str, tool: str, text: str) -> tuple[PolicySpec, Decision] | None:
+def tool_approval(specs, *, agent: str, tool: str, text: str) -> tuple[PolicySpec, Decision] | None:
     """The first approval policy that parks a call of `tool`, given the run's input text."""
-    for spec in _active(specs, agent, "tool_approval"):
-        if not targets_tool(_checked(spec), tool):
-            continue
-        matched = match_text(spec, text)
-        if matched is not None:
-            return spec, Decision(spec.id, spec.name, spec.version, spec.type, (tool, *matched))
-    return None
+    return compile_policies(specs).tool_approval(agent=agent, tool=tool, text=text)
 
 
-def check_all(specs: list[PolicySpec], *, agent: str) -> None:
+def check_all(specs, *, agent: str) -> None:
     """Fail closed up front: every enabled policy that could apply to this agent must be sound."""
-    for spec in specs:
-        if spec.enabled and applies_to_agent(spec, agent):
-            _checked(spec)
+    compile_policies(specs).check_all(agent=agent)
 
 
 def format_output(spec: PolicySpec, *, answer: str) -> str:

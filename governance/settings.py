@@ -107,7 +107,11 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Workers and the web process share the file; wait for the write lock instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
+    # WAL: a commit is one append and one fsync of the log (not a rollback journal's several),
+    # and readers never block the writer.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

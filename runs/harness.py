@@ -17,7 +17,7 @@ from agents.backends.base import ModelOutputInvalid, ModelRequest, ModelResponse
 from agents.tools.envelopes import error as error_envelope
 from governance import engine
 from governance.screening import screen, screen_value
-from runs import context
+from runs import arguments, context
 from runs.states import ErrorCode, RunStatus, StopReason
 from skills.matcher import match_skills
 
@@ -338,7 +338,7 @@ def _refusal(snapshot: dict, deps: Deps, state: dict, call: dict) -> dict | None
     if allowed is not None and name not in allowed:
         return error_envelope("not_permitted", f"{name!r} is outside the active skill's allowed tools")
     try:
-        jsonschema.validate(call["arguments"], tools[name]["input_schema"])
+        arguments.validate(call["arguments"], tools[name]["input_schema"])
     except jsonschema.ValidationError as exc:
         return error_envelope("invalid_arguments", exc.message, path=list(exc.absolute_path))
     except jsonschema.SchemaError as exc:

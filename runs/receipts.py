@@ -159,7 +159,9 @@ def receipt_verify_chain(*, upto_seq: int | None = None) -> Verification:
     queryset = Receipt.objects.order_by("seq")
     if upto_seq is not None:
         queryset = queryset.filter(seq__lte=upto_seq)
-    for receipt in queryset.iterator(chunk_size=500):
+    # Plain rows, not model instances: building 100,000 of them cost more than the hashing.
+    rows = queryset.values_list("id", "run_id", "seq", "prev_hash", "hash", "body", named=True)
+    for receipt in rows.iterator(chunk_size=2000):
         reason = _check(receipt, expected_prev, expected_seq)
         if reason:
             return Verification(False, checked, str(receipt.id), receipt.seq, reason)

@@ -45,8 +45,7 @@ class InvalidRunRequest(DomainError):
 # --- start ------------------------------------------------------------------------------
 
 
-def _freeze(*, agent: Agent, caller) -> dict:
-    version = agent.current_version
+def _freeze(*, agent: Agent, version, caller) -> dict:
     roles = user_role_names(caller)
     spec = version.spec
     tools = {t.name: t.spec() | {"handler": t.handler, "timeout_seconds": t.timeout_seconds}
@@ -92,11 +91,12 @@ def run_start(*, agent_slug: str, input_text: str, caller, idempotency_key: str 
     agent = Agent.objects.filter(slug=agent_slug).first()
     if agent is None:
         raise InvalidRunRequest(f"there is no agent {agent_slug!r}", details={"agent": [f"unknown agent {agent_slug!r}"]})
-    if agent.current_version is None:
+    version = agent.current_version
+    if version is None:
         raise Conflict(f"agent {agent_slug!r} has no published version", details={"agent": agent_slug})
-    snapshot = _freeze(agent=agent, caller=caller)
+    snapshot = _freeze(agent=agent, version=version, caller=caller)
     try:
-        run = _create(agent=agent, caller=caller, snapshot=snapshot, input_text=input_text,
+        run = _create(agent=agent, version=version, caller=caller, snapshot=snapshot, input_text=input_text,
                       idempotency_key=idempotency_key, digest=digest)
     except IntegrityError:
         if not idempotency_key:
@@ -106,10 +106,10 @@ def run_start(*, agent_slug: str, input_text: str, caller, idempotency_key: str 
     return run, True
 
 
-def _create(*, agent: Agent, caller, snapshot: dict, input_text: str, idempotency_key: str | None, digest: str) -> Run:
+def _create(*, agent: Agent, version, caller, snapshot: dict, input_text: str, idempotency_key: str | None, digest: str) -> Run:
     with transaction.atomic():
         run = Run.objects.create(
-            agent=agent, agent_version=agent.current_version, caller=caller, caller_roles=snapshot["caller"]["roles"],
+            agent=agent, agent_version=version, caller=caller, caller_roles=snapshot["caller"]["roles"],
             idempotency_key=idempotency_key or None, request_sha256=digest, input=input_text,
             snapshot=snapshot, policy_snapshot_sha256=snapshot["policy_snapshot_sha256"],
             state=harness.initial_state(input_text),
@@ -163,7 +163,7 @@ def _claim(run_id, worker: str) -> bool:
         if changed == 1:
             # Written under the row lock the UPDATE took: every event writer holds it, so the
             # per-run sequence numbers cannot collide.
-            run = Run.objects.get(id=run_id)
+            run = Run.objects.only("id", "step", "deliveries").get(id=run_id)
             _event(run, "claimed", {"worker": worker, "delivery": run.deliveries})
     return changed == 1
 
@@ -205,11 +205,9 @@ def run_advance(*, run_id: str, worker: str | None = None) -> None:
                                         message=f"step {run.step} was attempted {run.deliveries} times without finishing"))
         return
     if run.started_at is None:
-        Run.objects.filter(id=run.id).update(
-            started_at=timezone.now(),
-            deadline_at=timezone.now() + timedelta(seconds=run.snapshot["agent"]["deadline_seconds"]),
-        )
-        run.refresh_from_db()
+        now = timezone.now()
+        run.started_at, run.deadline_at = now, now + timedelta(seconds=run.snapshot["agent"]["deadline_seconds"])
+        Run.objects.filter(id=run.id).update(started_at=run.started_at, deadline_at=run.deadline_at)
     deps = _deps(run)
     slice_ends = time.monotonic() + settings.WARRANT["TIME_SLICE_SECONDS"]
     while True:
@@ -217,7 +215,8 @@ def run_advance(*, run_id: str, worker: str | None = None) -> None:
         try:
             result = harness.step(
                 run.state, run.snapshot, deps, run_id=str(run.id), cancel_requested=bool(cancel),
-                deadline=run.deadline_at.timestamp() if run.deadline_at else None, decisions=_decisions(run),
+                deadline=run.deadline_at.timestamp() if run.deadline_at else None,
+                decisions=_decisions(run) if run.state["pending"] else {},  # only tool calls consult them
             )
         except (DatabaseError, SoftTimeLimitExceeded):
             raise  # infrastructure, not the run: abandon the step; redelivery or the reconciler retries it
@@ -231,6 +230,9 @@ def run_advance(*, run_id: str, worker: str | None = None) -> None:
         if time.monotonic() >= slice_ends:
             _release(run, worker)
             return
+
+
+_RELOADED = [f.attname for f in Run._meta.concrete_fields if f.attname not in ("id", "snapshot", "state", "input")]
 
 
 def _checkpoint(run: Run, worker: str, result: harness.StepResult) -> Run | None:
@@ -247,7 +249,10 @@ def _checkpoint(run: Run, worker: str, result: harness.StepResult) -> Run | None
         if changed != 1:
             logger.warning("run %s: lease lost before step %s was saved; another worker has it", run.id, run.step)
             return None
-        run.refresh_from_db()
+        # The frozen snapshot and the input never change, and the state is the one just written:
+        # reload the rest only (the snapshot is most of the row).
+        run.refresh_from_db(fields=_RELOADED)
+        run.state = state
         for kind, data in result.events:
             _event(run, kind, data, step=run.step - 1)
         outcome = result.outcome

@@ -14,6 +14,9 @@ collect_ignore = [] if os.environ.get("DATABASE_URL", "").startswith("postgres")
 # The fuzzing pass starts its own server and takes minutes: `make test` runs it on its own.
 if not os.environ.get("WARRANT_FUZZ"):
     collect_ignore.append("fuzz")
+# The benchmarks' smoke run needs their venv and PostgreSQL: `make test` runs it on its own.
+if not os.environ.get("WARRANT_BENCH_SMOKE"):
+    collect_ignore.append("bench")
 
 
 @pytest.fixture(scope="session")

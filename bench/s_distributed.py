@@ -1,0 +1,102 @@
+"""Scenario 3: PostgreSQL + our own Redis + real Celery workers (1, then 2), runs fired at once.
+
+Warrant: N runs of the scripted agent are created in one transaction (run_start enqueues after
+commit), so all N messages go out at once; timed from that commit until every run is terminal in
+the database. The floor: N Celery
+chains of no-op tasks, as many hops per chain as a Warrant run takes (counted from its `claimed`
+events), the last hop counting in Redis; same broker, same workers, same Celery settings. A second floor adds the database: its last hop
+also makes as many separate commits (INSERTs into a scratch table) as a run makes transactions
+(its steps plus creation, claim and start).
+"""
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+from bench import djangoenv, stack
+from bench.common import record, rotations
+from bench.script import PROMPT
+
+
+def _db_name(suffix: str) -> str:
+    return f"{os.environ.get('BENCH_DB_PREFIX', 'warrant_bench')}_{suffix}"
+
+
+def run(*, workdir: Path, pg_url: str, redis_port: int, n: int, reps: int, worker_counts=(1, 2)) -> list[dict]:
+    logdir = workdir / "logs"
+    logdir.mkdir(parents=True, exist_ok=True)
+    name = _db_name("dist")
+    records = []
+    with stack.redis_server(redis_port, logdir) as broker:
+        database = stack.fresh_database(pg_url, name)
+        djangoenv.setup(workdir / "dist", database_url=database, broker_url=broker)
+        djangoenv.prepare()
+        import redis
+        from celery import chain
+        from django.contrib.auth import get_user_model
+
+        from django.db import connection, transaction
+
+        from bench.celery_app import app, commits_done, done, noop
+        from runs.models import Run, RunEvent
+        from runs.services import run_start
+        from runs.states import TERMINAL
+
+        operator = get_user_model().objects.get(username="operator")
+        counter = redis.Redis.from_url(broker)
+
+        def fire_warrant() -> float:
+            # Created in one transaction, so every run's message is published at its commit: all N are
+            # fired at once, and what is timed is the workers' throughput, not the driver's run_start.
+            batch = transaction.atomic()
+            batch.__enter__()
+            ids = [run_start(agent_slug=djangoenv.AGENT, input_text=PROMPT, caller=operator)[0].id for _ in range(n)]
+            started = time.perf_counter()
+            batch.__exit__(None, None, None)
+            while Run.objects.filter(id__in=ids, status__in=list(TERMINAL)).count() < n:
+                time.sleep(0.01)
+            elapsed = time.perf_counter() - started
+            statuses = set(Run.objects.filter(id__in=ids).values_list("status", flat=True))
+            assert statuses == {"succeeded"}, statuses
+            return elapsed
+
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, at timestamptz)")
+
+        def fire_floor(hops: int, commits: int = 0) -> float:
+            key = f"bench:floor:{uuid.uuid4().hex}"
+            last = commits_done.si(key, commits) if commits else done.si(key)
+            started = time.perf_counter()
+            for _ in range(n):
+                chain(*[noop.si() for _ in range(hops - 1)], last).apply_async()
+            while int(counter.get(key) or 0) < n:
+                time.sleep(0.005)
+            return time.perf_counter() - started
+
+        def workers_up() -> int:
+            return len(app.control.ping(timeout=0.5) or [])
+
+        for workers in worker_counts:
+            with stack.celery_workers(workers, logdir, ping=workers_up):
+                # A first run, to count its broker hops (and warm the workers up).
+                first = run_start(agent_slug=djangoenv.AGENT, input_text=PROMPT, caller=operator)[0]
+                stack.wait_for(lambda: Run.objects.get(id=first.id).status in TERMINAL, timeout=60, what="a first run")
+                assert Run.objects.get(id=first.id).status == "succeeded"
+                hops = RunEvent.objects.filter(run_id=first.id, kind="claimed").count()
+                commits = Run.objects.get(id=first.id).step + 3
+                fire_floor(hops, commits)
+                for rep, order in rotations(["warrant", "floor", "floor+db"], reps):
+                    for variant in order:
+                        if variant == "warrant":
+                            elapsed = fire_warrant()
+                        else:
+                            elapsed = fire_floor(hops, commits if variant == "floor+db" else 0)
+                        records.append(record("distributed", f"{variant}, {workers} worker{'s' if workers > 1 else ''}",
+                                              rep, "runs_per_s", n / elapsed, "runs/s", n=n, workers=workers,
+                                              hops=hops, commits=commits))
+        from django.db import connections
+
+        connections.close_all()
+    stack.drop_database(pg_url, name)
+    return records

@@ -1,0 +1,71 @@
+"""Scenarios 1 and 2, in one process on the embedded default: Warrant beside LangGraph and Pydantic AI.
+
+1. harness: the scripted agent, N runs one after another.
+2. approval: the same with compute_health_score under an approval, approved programmatically.
+Warrant runs with full governance on SQLite in-process (Celery eager): policy snapshot, intent
+screening, per-step checkpoints with events, the approval bound to the call's digest, a sealed
+hash-chained receipt. Every variant's answers are checked, not only timed.
+"""
+
+from pathlib import Path
+
+from bench import djangoenv
+from bench.common import rate, record, rotations
+from bench.script import PLAN, final_answer
+
+
+def _warrant(approval: bool):
+    from django.contrib.auth import get_user_model
+
+    from runs.models import ApprovalRequest, Run
+    from runs.services import approval_decide, run_start
+
+    users = get_user_model().objects
+    operator, approver = users.get(username="operator"), users.get(username="approver")
+    slug = djangoenv.APPROVAL_AGENT if approval else djangoenv.AGENT
+
+    def once() -> str:
+        run, _ = run_start(agent_slug=slug, input_text="How healthy is Acme Corp?", caller=operator)
+        if approval:
+            pending = ApprovalRequest.objects.filter(run_id=run.id, status="pending").values_list("id", flat=True)
+            approval_decide(approval_id=pending.get(), user=approver, approve=True, reason="bench")
+        return run.id
+
+    def check(run_id) -> str:
+        run = Run.objects.get(id=run_id)
+        assert run.status == "succeeded", (run.status, run.error, run.error_message)
+        assert run.receipt is not None and run.tool_calls == len(PLAN)
+        return run.output
+
+    return once, check
+
+
+def run(*, workdir: Path, n: int, reps: int, scenarios=("harness", "approval")) -> list[dict]:
+    djangoenv.setup(workdir / "embedded")
+    djangoenv.prepare()
+    from bench.peers_langgraph import LangGraphAgent
+    from bench.peers_pydantic import PydanticAIAgent
+    from bench.script import call_tool
+
+    expected = final_answer(call_tool("compute_health_score", {"account_id": "A-100"}))
+    records = []
+    for scenario in scenarios:
+        approval = scenario == "approval"
+        w_once, w_check = _warrant(approval)
+        lg = LangGraphAgent(workdir / f"langgraph-{scenario}.sqlite3", approval=approval)
+        pa = PydanticAIAgent(approval=approval)
+        variants = {
+            "warrant": w_once,
+            "langgraph": lg.run_with_approval if approval else lg.run,
+            "pydantic_ai": pa.run_with_approval if approval else pa.run,
+        }
+        # Every variant gives the right answer before anything is timed (and warms up).
+        assert w_check(w_once()) == expected
+        assert variants["langgraph"]() == expected and variants["pydantic_ai"]() == expected
+        for rep, order in rotations(list(variants), reps):
+            for name in order:
+                fn = variants[name]
+                value = rate(lambda _i: fn(), n)
+                records.append(record(scenario, name, rep, "runs_per_s", value, "runs/s", n=n))
+        lg.close()
+    return records

@@ -1,0 +1,35 @@
+"""Scenario 8: a worker's resident memory after 200 runs and after 5,000 runs (growth under 10%).
+
+One process on the embedded default executes the runs itself (Celery eager: the run_advance
+task runs in this process, as in a worker), sequentially; RSS is read with psutil after a
+garbage collection at each mark.
+"""
+
+import gc
+from pathlib import Path
+
+from bench import djangoenv
+from bench.common import record
+
+
+def run(*, workdir: Path, marks=(200, 5_000)) -> list[dict]:
+    import psutil
+
+    djangoenv.setup(workdir / "memory")
+    djangoenv.prepare()
+    from django.contrib.auth import get_user_model
+
+    from bench.script import PROMPT
+    from runs.services import run_start
+
+    operator = get_user_model().objects.get(username="operator")
+    process = psutil.Process()
+    records, done = [], 0
+    for mark in marks:
+        while done < mark:
+            run_start(agent_slug=djangoenv.AGENT, input_text=PROMPT, caller=operator)
+            done += 1
+        gc.collect()
+        records.append(record("memory", f"after {mark} runs", 0, "rss_mib", process.memory_info().rss / 2**20, "MiB",
+                              runs=mark))
+    return records

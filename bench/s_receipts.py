@@ -1,0 +1,85 @@
+"""Scenario 6: verify a chain of N receipts (100,000 in the full run) beside hashing the same bytes
+with hashlib alone (the floor).
+
+The chain is made of one real receipt's body (sealed by a real run) repeated with each row's own
+run id, chained and stored through the ORM like receipt_seal does; verification is Warrant's own
+receipt_verify_chain (sequence, prev_hash, hash, canonical form, run id). The floor hashes
+prev_hash + body of every receipt, already in memory.
+"""
+
+import hashlib
+import json
+import time
+import uuid
+from pathlib import Path
+
+from bench import djangoenv
+from bench.common import record, rotations
+
+
+def _build_chain(n: int) -> None:
+    from django.contrib.auth import get_user_model
+    from django.db import transaction
+
+    from agents.models import Agent
+    from bench.script import PROMPT
+    from runs.models import Receipt, Run
+    from runs.receipts import canonical, chain_hash
+    from runs.services import run_start
+
+    operator = get_user_model().objects.get(username="operator")
+    real = run_start(agent_slug=djangoenv.AGENT, input_text=PROMPT, caller=operator)[0]
+    sealed = Receipt.objects.get(run_id=real.id)
+    template = json.loads(sealed.body)
+    agent = Agent.objects.get(slug=djangoenv.AGENT)
+    prev_hash, seq = sealed.hash, sealed.seq
+    batch = 5_000
+    while seq < n:
+        runs, receipts = [], []
+        for _ in range(min(batch, n - seq)):
+            run = Run(id=uuid.uuid4(), agent=agent, agent_version_id=real.agent_version_id, caller=operator,
+                      input=PROMPT, status="succeeded", snapshot={}, state={})
+            body = canonical(template | {"run_id": str(run.id)})
+            seq += 1
+            receipt = Receipt(run=run, seq=seq, prev_hash=prev_hash, hash=chain_hash(prev_hash, body), body=body)
+            prev_hash = receipt.hash
+            runs.append(run)
+            receipts.append(receipt)
+        with transaction.atomic():
+            Run.objects.bulk_create(runs)
+            Receipt.objects.bulk_create(receipts)
+
+
+def run(*, workdir: Path, n: int, reps: int) -> list[dict]:
+    djangoenv.setup(workdir / "receipts")
+    djangoenv.prepare()
+    from runs.models import Receipt
+    from runs.receipts import receipt_verify_chain
+
+    started = time.perf_counter()
+    _build_chain(n)
+    build_s = time.perf_counter() - started
+    count = Receipt.objects.count()
+    chain = [(prev + body).encode("utf-8") for prev, body in Receipt.objects.order_by("seq").values_list("prev_hash", "body")]
+    size = sum(len(b) for b in chain)
+
+    def warrant() -> float:
+        started = time.perf_counter()
+        result = receipt_verify_chain()
+        elapsed = time.perf_counter() - started
+        assert result.valid and result.checked == count, result
+        return count / elapsed
+
+    def floor() -> float:
+        started = time.perf_counter()
+        for data in chain:
+            hashlib.sha256(data).hexdigest()
+        return count / (time.perf_counter() - started)
+
+    records = [record("receipts", "chain build", 0, "build_s", build_s, "s", receipts=count, bytes=size)]
+    for rep, order in rotations(["warrant", "floor"], reps):
+        for variant in order:
+            value = warrant() if variant == "warrant" else floor()
+            records.append(record("receipts", variant, rep, "receipts_per_s", value, "receipts/s", receipts=count,
+                                  bytes=size))
+    return records
