@@ -132,7 +132,9 @@ class ToolAdmin(admin.ModelAdmin):
 class ModelProfileForm(forms.ModelForm):
     """The admin's form runs the same checks as the API (timeouts, base URL, fallback cycles)."""
 
-    base_url = forms.URLField(required=False, assume_scheme="http", help_text="The server's root, without /v1.")
+    # Not a URLField: Django's URL validator refuses bare host names (http://ollama:11434), the usual
+    # form in a private network; model_profile_check applies Warrant's own rule.
+    base_url = forms.CharField(required=False, max_length=200, help_text="The server's root, without /v1.")
 
     class Meta:
         model = ModelProfile
@@ -152,6 +154,14 @@ class ModelProfileAdmin(admin.ModelAdmin):
     list_display = ["name", "backend", "model", "base_url", "breaker", "last_success", "last_error", "test_button"]
     readonly_fields = ["health"]
     actions = ["test_profiles"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # Fallback lists, agent specs and breaker health refer to a profile by name: fixed once saved.
+        return self.readonly_fields + (["name"] if obj else [])
+
+    def has_delete_permission(self, request, obj=None):
+        # Runs' snapshots and other profiles' fallbacks name it; a profile is retired by editing it.
+        return False
 
     def get_urls(self):
         test = path("<path:object_id>/test/", self.admin_site.admin_view(self.test_view),

@@ -18,7 +18,7 @@ from typing import Callable, Protocol
 from agents.backends.base import AttemptFailed, ModelOutputInvalid, ModelRequest, ModelResponse, ModelUnavailable
 
 # Failures that say nothing about the server's health: the breaker does not count them.
-NOT_THE_SERVERS_FAULT = {"client_error", "config"}
+NOT_THE_SERVERS_FAULT = {"client_error", "config", "backend_error"}
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,11 @@ class Router:
         raise ModelUnavailable(f"no model profile answered (tried: {tried})", attempts=tuple(attempts))
 
     def _try_profile(self, request: ModelRequest, profile: dict, attempts: list[dict]) -> ModelResponse | None:
-        backend = self.make_backend(profile)
+        try:
+            backend = self.make_backend(profile)
+        except Exception as exc:  # noqa: BLE001 - a profile naming a backend that cannot be built
+            attempts.append(_attempt(profile, 1, "failed", kind="backend_error", error=f"{type(exc).__name__}: {exc}"))
+            return None
         request = replace(request, model=profile["model"])
         started, garbled = self.clock(), 0
         for number in range(1, int(profile.get("max_retries", 0)) + 2):
@@ -93,6 +97,8 @@ class Router:
                                          latency_ms=latency))
                 exc.profile, exc.attempts = profile["name"], tuple(attempts)
                 raise
+            except Exception as exc:  # noqa: BLE001 - a backend's own bug: recorded, and the next fallback tried
+                failure = AttemptFailed("backend_error", f"{type(exc).__name__}: {exc}"[:300])
             else:
                 latency = _ms(self.clock() - began)
                 self.breaker.succeeded(profile["name"], latency_ms=latency)

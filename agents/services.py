@@ -42,6 +42,19 @@ def agent_publish(*, agent: Agent, user=None) -> tuple[AgentVersion, bool]:
 # --- drafts, profiles and the tool registry: writes from the API and the admin ---------------
 
 ENV_VAR_NAME = RegexValidator(r"^[A-Z_][A-Z0-9_]*\Z", "Must look like an environment variable name: A-Z, 0-9 and _.")
+
+# Variables that hold the platform's own secrets. A profile or tool source sends the value of the
+# variable it names to its server, so naming one of these would hand Warrant's secret key or
+# database password to whichever host a governance admin typed in.
+PLATFORM_SECRET_PREFIXES = ("DJANGO_", "DATABASE", "CELERY_", "REDIS", "PG", "POSTGRES", "WARRANT_", "AXES_")
+
+
+def check_key_env_name(name: str) -> None:
+    """A variable a model profile or tool source may send out: a name, and not the platform's."""
+    ENV_VAR_NAME(name)
+    if name.startswith(PLATFORM_SECRET_PREFIXES) or name == "SECRET_KEY":
+        raise ValidationError(f"{name} holds a secret of the platform itself and is never sent to a model or tool "
+                              "server; put the key in a variable of its own, e.g. OPENAI_API_KEY.")
 # An http(s) URL with a host. Laxer than Django's URLValidator on purpose: model servers in a
 # private network are often reached by bare host names (http://ollama:11434/v1) it refuses.
 HTTP_URL_PATTERN = r"^https?://[^\s/?#@]+(?:[/?#]\S*)?$"
@@ -155,7 +168,7 @@ def _fallback_problems(name: str, fallbacks: list, graph: dict[str, list]) -> li
 def model_profile_check(profile: ModelProfile) -> None:
     """Raise ValidationError (by field) unless the profile is usable: the API and the admin both call it."""
     errors: dict[str, list[str]] = {}
-    checks = [("api_key_env", ENV_VAR_NAME), ("base_url", HTTP_URL),
+    checks = [("api_key_env", check_key_env_name), ("base_url", HTTP_URL),
               ("connect_timeout", timeout_validator), ("read_timeout", timeout_validator)]
     for field, check in checks:
         value = getattr(profile, field)

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.models import Tool, ToolSource, tool_fingerprint
-from agents.services import ENV_VAR_NAME, HTTP_URL, timeout_validator
+from agents.services import ENV_VAR_NAME, HTTP_URL, check_key_env_name, timeout_validator
 from agents.tools import mcp, openapi, pytools
 from agents.tools.deadline import ToolTimeout
 from governance.api_errors import Conflict, DomainError
@@ -70,6 +70,11 @@ def tool_source_check(source: ToolSource) -> None:
         errors["auth_env"] = ["Give both the header and the environment variable holding its value, or neither."]
     elif source.auth_env and not ENV_VAR_NAME.regex.match(source.auth_env):
         errors["auth_env"] = ["Must be an environment variable name (the value itself is never stored)."]
+    elif source.auth_env:
+        try:
+            check_key_env_name(source.auth_env)
+        except ValidationError as exc:
+            errors["auth_env"] = exc.messages
     try:
         timeout_validator(source.timeout_seconds)
     except ValidationError as exc:

@@ -16,3 +16,15 @@ def lease_outlives_a_task(app_configs, **kwargs):
              "discarded and counts as a failed delivery. Make the lease longer than the hard time limit.",
         id="governance.W001",
     )]
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def model_hosts_are_listed(app_configs, **kwargs):
+    if settings.WARRANT.get("MODEL_ALLOWED_HOSTS"):
+        return []
+    return [checks.Warning(
+        "WARRANT_MODEL_ALLOWED_HOSTS is empty: model profiles may reach any host",
+        hint="List the hosts of your model servers (comma-separated), so that a profile edited through the API "
+             "or the admin cannot make the workers call anywhere else.",
+        id="governance.W002",
+    )]

@@ -98,13 +98,16 @@ def _tool_call(raw, index: int) -> ToolCall:
     return ToolCall(id=str(raw.get("id") or f"call_{index}"), name=function["name"], arguments=arguments)
 
 
+def _count(value) -> bool:
+    """A token count: a whole number, not negative (a negative one would pay back the token budget)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _usage(raw, request: ModelRequest, text: str) -> Usage:
-    if isinstance(raw, dict) and isinstance(raw.get("prompt_tokens"), int) and isinstance(
-            raw.get("completion_tokens"), int):
+    if isinstance(raw, dict) and _count(raw.get("prompt_tokens")) and _count(raw.get("completion_tokens")):
         details = raw.get("prompt_tokens_details") or {}
         cached = details.get("cached_tokens") if isinstance(details, dict) else 0
-        return Usage(raw["prompt_tokens"], raw["completion_tokens"],
-                     cache_read_tokens=cached if isinstance(cached, int) else 0)
+        return Usage(raw["prompt_tokens"], raw["completion_tokens"], cache_read_tokens=cached if _count(cached) else 0)
     # Some local servers omit usage: estimate, and say so.
     prompt = request.system + json.dumps(request.messages) + json.dumps(request.tools)
     return Usage(estimate_tokens(prompt), estimate_tokens(text), estimated=True)

@@ -7,6 +7,7 @@ environment variable at call time and redacted from every message this module wr
 
 import email.utils
 import json
+import math
 import os
 import time
 
@@ -19,6 +20,7 @@ from agents.backends.base import AttemptFailed
 # attack, and is refused before it is parsed (so no tool in it can run).
 MAX_REPLY_BYTES = 512 * 1024
 RETRYABLE_4XX = {408, 425}  # request timeout, too early: the same request may succeed
+MAX_RETRY_AFTER_SECONDS = 24 * 3600.0  # a server's wish, bounded; the retry budget decides anyway
 
 
 def api_key(profile: dict) -> str:
@@ -42,16 +44,19 @@ def retry_after_seconds(value: str | None, *, now: float | None = None) -> float
         return None
     value = value.strip()
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        pass
+        seconds = None
+    if seconds is not None:
+        # "inf", "nan" and "1e999" parse as floats too; none may reach an event (JSON has no infinity).
+        return min(max(0.0, seconds), MAX_RETRY_AFTER_SECONDS) if math.isfinite(seconds) else None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
     if when is None:
         return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    return min(max(0.0, when.timestamp() - (time.time() if now is None else now)), MAX_RETRY_AFTER_SECONDS)
 
 
 def _check_egress(url: str) -> None:
@@ -65,7 +70,7 @@ def _check_egress(url: str) -> None:
     except httpx.InvalidURL:
         host = ""
     if host not in allowed:
-        raise AttemptFailed("config", f"model host {host!r} is not in WARRANT_MODEL_ALLOWED_HOSTS")
+        raise AttemptFailed("config", "the profile's host is not in WARRANT_MODEL_ALLOWED_HOSTS")
 
 
 def post_json(profile: dict, path: str, payload: dict, *, headers: dict, secret: str = "") -> dict:
@@ -123,8 +128,8 @@ def _timeout_phase(exc: httpx.TimeoutException) -> str:
 
 
 def _http_error(status: int, body: bytes, retry_after: float | None, secret: str) -> AttemptFailed:
-    detail = _server_message(body)
-    message = redact(f"HTTP {status}" + (f": {detail}" if detail else ""), secret)
+    detail = _server_message(body, secret)
+    message = f"HTTP {status}" + (f": {detail}" if detail else "")
     if status == 429:
         return AttemptFailed("rate_limited", message, status=status, retryable=True, retry_after=retry_after)
     if status >= 500:
@@ -133,8 +138,9 @@ def _http_error(status: int, body: bytes, retry_after: float | None, secret: str
                          retry_after=retry_after)
 
 
-def _server_message(body: bytes) -> str:
-    """The server's own error message (both protocols nest it under "error"), kept short."""
+def _server_message(body: bytes, secret: str = "") -> str:
+    """The server's own error message (both protocols nest it under "error"), redacted, then kept
+    short (in that order: a key cut in half by the truncation would no longer be found)."""
     try:
         value = json.loads(body)
     except ValueError:
@@ -142,4 +148,4 @@ def _server_message(body: bytes) -> str:
     error = value.get("error") if isinstance(value, dict) else None
     if isinstance(error, dict):
         error = error.get("message") or error.get("type")
-    return str(error)[:200] if error else ""
+    return redact(str(error), secret)[:200] if error else ""

@@ -159,3 +159,11 @@ def test_a_base_url_may_name_a_bare_host_of_a_private_network(admin, url):
 def test_a_base_url_that_is_not_http_with_a_host_is_refused(admin, url):
     response = create(admin, base_url=url)
     assert response.status_code == 400 and set(error(response)["details"]) == {"base_url"}
+
+
+@pytest.mark.parametrize("name", ["DJANGO_SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "WARRANT_REDACT", "SECRET_KEY"])
+def test_a_profile_may_not_send_the_platforms_own_secrets(admin, name):
+    response = create(admin, api_key_env=name)
+    assert response.status_code == 400 and set(error(response)["details"]) == {"api_key_env"}
+    assert "secret of the platform" in error(response)["details"]["api_key_env"][0]
+    assert not ModelProfile.objects.filter(name="local-llama").exists()

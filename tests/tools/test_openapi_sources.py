@@ -20,7 +20,7 @@ from tests.tools.conftest import run_script, shown, tool_events
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CTX = ToolContext(run_id="test", caller="operator")
-TOKEN_ENV = "WARRANT_TOOLS_TEST_TOKEN"
+TOKEN_ENV = "TOOLS_TEST_TOKEN"
 
 
 @pytest.fixture

@@ -125,9 +125,9 @@ def test_a_dead_primary_falls_back_and_the_receipt_shows_it(model_server, demo, 
 def test_the_key_never_reaches_the_database_events_receipts_or_logs(model_server, demo, fast_retries, monkeypatch,
                                                                      caplog):
     secret = "sk-live-0123456789abcdef"
-    monkeypatch.setenv("WARRANT_TEST_KEY", secret)
+    monkeypatch.setenv("HOSTED_TEST_KEY", secret)
     model_server.default = lambda seen: Reply(401, {"error": {"message": f"invalid key {seen.headers['authorization']}"}})
-    use_profile("hosted", backend="openai", base_url=model_server.url, api_key_env="WARRANT_TEST_KEY")
+    use_profile("hosted", backend="openai", base_url=model_server.url, api_key_env="HOSTED_TEST_KEY")
     run = ask("List all accounts.")
     assert (run.status, run.error) == ("failed", "model_unavailable")
     assert model_server.requests[0].headers["authorization"] == f"Bearer {secret}"
@@ -135,3 +135,22 @@ def test_the_key_never_reaches_the_database_events_receipts_or_logs(model_server
                          list(ModelProfileHealth.objects.values()), run.error_message, run.state], default=str)
     assert "invalid key Bearer ***" in stored
     assert secret not in stored and secret not in caplog.text
+
+
+def test_a_reply_that_trips_the_backend_itself_is_recorded_and_fails_closed(openai_profile, model_server):
+    # "tool_calls": 5 is no list: whatever the backend makes of it, the run must end as a model
+    # failure with the attempt on record, never as an internal error with nothing said.
+    model_server.default = lambda seen: Reply(json={"choices": [{"message": {"content": "", "tool_calls": 5}}],
+                                                  "model": "m", "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
+    run = ask("Delete the account Initech.")
+    assert run.status == "failed" and run.error in ("model_unavailable", "invalid_output")
+    assert kinds(run, "model_attempt") and all(a["outcome"] != "ok" or a["kind"] for a in kinds(run, "model_attempt"))
+    _nothing_ran(run)
+
+
+def test_negative_token_counts_are_not_believed(openai_profile, model_server):
+    model_server.default = lambda seen: Reply(json=openai_reply("Four accounts.") | {
+        "usage": {"prompt_tokens": -1_000_000, "completion_tokens": -5}})
+    run = ask("List all accounts.")
+    assert run.status == "succeeded" and run.input_tokens > 0 and run.output_tokens > 0
+    assert kinds(run, "model_call")[0]["tokens_estimated"] is True

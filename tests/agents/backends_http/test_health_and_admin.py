@@ -111,3 +111,16 @@ def test_the_admin_form_runs_the_same_checks(admin_client):
     page = response.content.decode()
     assert "needs the server" in page and "Must be between 0 and 10" in page
     assert not ModelProfile.objects.filter(name="no-url").exists()
+
+
+def test_the_admin_takes_a_bare_host_and_keeps_a_saved_name_fixed(admin_client):
+    response = admin_client.post(reverse("admin:agents_modelprofile_add"), {
+        "name": "ollama", "backend": "openai", "base_url": "http://ollama:11434", "model": "llama3.1:8b",
+        "api_key_env": "", "connect_timeout": 5, "read_timeout": 60, "max_retries": 1, "fallbacks": "[]"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    profile = ModelProfile.objects.get(name="ollama")
+    assert profile.base_url == "http://ollama:11434"
+    page = admin_client.get(reverse("admin:agents_modelprofile_change", args=[profile.pk])).content.decode()
+    assert 'name="name"' not in page  # shown, not editable
+    assert admin_client.post(reverse("admin:agents_modelprofile_delete", args=[profile.pk]), {"post": "yes"}).status_code == 403
+    assert ModelProfile.objects.filter(name="ollama").exists()

@@ -18,6 +18,10 @@ NOW = 1_800_000_000.0
     (email.utils.formatdate(NOW + 42, usegmt=True), 42.0),
     (email.utils.formatdate(NOW - 42, usegmt=True), 0.0),
     ("soon", None),
+    ("inf", None),
+    ("nan", None),
+    ("1e999", None),
+    ("99999999999", 24 * 3600.0),
     ("", None),
     (None, None),
 ])
