@@ -7,6 +7,7 @@ used. Screenshots of every page land in var/screenshots/ (not committed).
 """
 
 import os
+import socket
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("WARRANT_CHROMIUM", "/usr/bin/chromium")
-PORT = int(os.environ.get("WARRANT_BROWSER_PORT", "18310"))
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+PORT = int(os.environ.get("WARRANT_BROWSER_PORT") or _free_port())
 SCREENSHOTS = ROOT / "var" / "screenshots"
 PASSWORD = "warrant-demo"
 

@@ -18,13 +18,16 @@ from tests.security.test_approval_binding import EMAIL, _run
 pytestmark = pytest.mark.django_db
 
 SCRIPT = "<script>alert('owned')</script>"
-LISTEN = ("127.0.0.1", 18517)
+
+
+class Hits(list):
+    base = ""
 
 
 @pytest.fixture
 def tripwire():
     """A loopback server that counts every request: anything fetching a link from model output trips it."""
-    hits = []
+    hits = Hits()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
@@ -35,9 +38,10 @@ def tripwire():
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(LISTEN, Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)  # a free port on loopback
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    hits.base = "http://127.0.0.1:%d" % server.server_address[1]
     yield hits
     server.shutdown()
     server.server_close()
@@ -71,7 +75,7 @@ def test_model_text_is_escaped_in_the_admin_and_served_as_json_by_the_api(replay
 
 def test_markdown_images_and_links_in_model_output_are_never_fetched_by_the_server(replay_agent, operator,
                                                                                     compliance, tripwire):
-    base = f"http://{LISTEN[0]}:{LISTEN[1]}"
+    base = tripwire.base
     final = f"Summary ![chart]({base}/img.png?d=secret) and [details]({base}/link) <img src=\"{base}/tag.png\">"
     run = _run({"turns": [], "final": final})
     assert run.status == "succeeded" and base in run.output

@@ -20,10 +20,17 @@ from runs.models import Run
 ROOT = Path(__file__).resolve().parents[2]
 NPM_DIR = ROOT / "var" / "test-mcp-npm"
 EVERYTHING = NPM_DIR / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
-# Ports of this suite: 18200-18299 on 127.0.0.1.
-EVERYTHING_HTTP_PORT = 18211
-# pytest-django's live_server (Warrant's own API, the OpenAPI service of these tests) binds here.
-os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", "127.0.0.1:18220")
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# Free loopback ports, so that two runs of the suite on one machine never collide.
+EVERYTHING_HTTP_PORT = _free_port()
+# pytest-django's live_server (Warrant's own API, the OpenAPI service of these tests): loopback, a free port.
+os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", "127.0.0.1")
 # The everything server listens on every interface; this preload pins Node's listen() to loopback.
 LOOPBACK_PRELOAD = """import net from "node:net";
 const listen = net.Server.prototype.listen;

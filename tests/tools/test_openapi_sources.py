@@ -145,7 +145,7 @@ def test_a_document_file_imports_like_the_url(warrant_api, tmp_path, live_server
 def silent_server():
     """A loopback TCP server that accepts connections and never answers: a hung service."""
     listener = socket.socket()
-    listener.bind(("127.0.0.1", 18221))
+    listener.bind(("127.0.0.1", 0))  # a free port on loopback
     listener.listen()
     accepted, stop = [], threading.Event()
 
@@ -159,7 +159,7 @@ def silent_server():
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
-    yield "http://127.0.0.1:18221"
+    yield "http://127.0.0.1:%d" % listener.getsockname()[1]
     stop.set()
     thread.join()
     for conn in accepted:
