@@ -10,6 +10,10 @@ from agents.models import ModelProfile, ModelProfileHealth
 from agents.routing import Router, RetryPolicy
 
 
+STEP_MARGIN_SECONDS = 20  # what a step needs besides its model call (tools, checkpoint)
+MIN_CHAIN_SECONDS = 10
+
+
 def profile_chain(profile: dict) -> list[dict]:
     """The requested profile (as the agent version froze it), then its fallbacks as they are now.
 
@@ -25,7 +29,10 @@ def router(*, breaker=None) -> Router:
     warrant = settings.WARRANT
     policy = RetryPolicy(base_seconds=warrant["MODEL_RETRY_BASE_SECONDS"], max_seconds=warrant["MODEL_RETRY_MAX_SECONDS"],
                          budget_seconds=warrant["MODEL_RETRY_BUDGET_SECONDS"])
-    return Router(make_backend=get_backend, breaker=breaker or DatabaseBreaker(), policy=policy)
+    # The chain ends well inside the task's soft time limit, so that its attempts are recorded and
+    # its last fallback (often `scripted`) still gets its turn.
+    total = max(MIN_CHAIN_SECONDS, settings.CELERY_TASK_SOFT_TIME_LIMIT - STEP_MARGIN_SECONDS)
+    return Router(make_backend=get_backend, breaker=breaker or DatabaseBreaker(), policy=policy, total_seconds=total)
 
 
 def model_complete(request: ModelRequest, *, chain: list[dict]) -> ModelResponse:

@@ -45,6 +45,9 @@ class NoBreaker:
         return False
 
 
+MIN_ATTEMPT_SECONDS = 1.0  # less time than this left is no attempt worth starting
+
+
 def backoff(number: int, policy: RetryPolicy, rng: Callable[[], float]) -> float:
     """Seconds to wait after failed attempt `number` (1-based): exponential, with equal jitter."""
     ceiling = min(policy.max_seconds, policy.base_seconds * 2 ** (number - 1))
@@ -59,11 +62,20 @@ class Router:
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
     rng: Callable[[], float] = random.random
+    # Seconds the whole chain may take (attempts, waits, fallbacks), or None. A step runs inside a
+    # task with a time limit: a chain that outlived it would lose its attempts and its fallbacks.
+    total_seconds: float | None = None
 
     def complete(self, request: ModelRequest, chain: list[dict]) -> ModelResponse:
         """The first reply from the chain (the requested profile, then its fallbacks in order)."""
         attempts: list[dict] = []
+        self._deadline = None if self.total_seconds is None else self.clock() + self.total_seconds
         for profile in chain:
+            left = self._left()
+            if left is not None and left < MIN_ATTEMPT_SECONDS:
+                attempts.append(_attempt(profile, 0, "skipped", kind="time_up",
+                                         error="the step's time for model calls is used up"))
+                continue
             if not self.breaker.allow(profile["name"]):
                 attempts.append(_attempt(profile, 0, "skipped", kind="circuit_open",
                                          error="the circuit breaker is open: recent calls failed"))
@@ -74,15 +86,27 @@ class Router:
         tried = ", ".join(dict.fromkeys(a["profile"] for a in attempts)) or "none"
         raise ModelUnavailable(f"no model profile answered (tried: {tried})", attempts=tuple(attempts))
 
+    def _left(self) -> float | None:
+        return None if self._deadline is None else self._deadline - self.clock()
+
+    def _capped(self, profile: dict) -> dict:
+        """The profile with timeouts no longer than what is left: no attempt outlasts the chain's time."""
+        left = self._left()
+        if left is None:
+            return profile
+        return profile | {"connect_timeout": min(float(profile["connect_timeout"]), left),
+                          "read_timeout": min(float(profile["read_timeout"]), left)}
+
     def _try_profile(self, request: ModelRequest, profile: dict, attempts: list[dict]) -> ModelResponse | None:
-        try:
-            backend = self.make_backend(profile)
-        except Exception as exc:  # noqa: BLE001 - a profile naming a backend that cannot be built
-            attempts.append(_attempt(profile, 1, "failed", kind="backend_error", error=f"{type(exc).__name__}: {exc}"))
-            return None
         request = replace(request, model=profile["model"])
         started, garbled = self.clock(), 0
         for number in range(1, int(profile.get("max_retries", 0)) + 2):
+            try:
+                backend = self.make_backend(self._capped(profile))
+            except Exception as exc:  # noqa: BLE001 - a profile naming a backend that cannot be built
+                attempts.append(_attempt(profile, number, "failed", kind="backend_error",
+                                         error=f"{type(exc).__name__}: {exc}"))
+                return None
             began = self.clock()
             try:
                 response = backend.complete(request)
@@ -114,6 +138,10 @@ class Router:
             if not failure.retryable or number > int(profile.get("max_retries", 0)) or garbled > 1:
                 return None
             wait = max(backoff(number, self.policy, self.rng), failure.retry_after or 0.0)
+            left = self._left()
+            if left is not None and wait + MIN_ATTEMPT_SECONDS > left:
+                record["gave_up"] = f"waiting {wait:.1f} s would pass the step's time for model calls"
+                return None
             if self.clock() - started + wait > self.policy.budget_seconds:
                 record["gave_up"] = f"waiting {wait:.1f} s would pass the retry budget of {self.policy.budget_seconds:g} s"
                 return None

@@ -38,3 +38,35 @@ def test_backoff_doubles_up_to_the_cap_with_jitter_between_half_and_all_of_it():
 def test_redaction_replaces_every_occurrence_and_leaves_text_alone_without_a_key():
     assert redact("key sk-1 and again sk-1", "sk-1") == "key *** and again ***"
     assert redact("nothing to hide", "") == "nothing to hide"
+
+
+def test_the_whole_chain_keeps_inside_its_time_and_caps_each_attempt():
+    from agents.backends.base import AttemptFailed, ModelRequest, ModelUnavailable
+    from agents.routing import NoBreaker, Router
+
+    now = [0.0]
+    seen_timeouts = []
+
+    class Slow:
+        def __init__(self, profile):
+            self.profile = profile
+
+        def complete(self, request):
+            seen_timeouts.append((self.profile["name"], self.profile["read_timeout"]))
+            now[0] += self.profile["read_timeout"]  # hangs until its read timeout
+            raise AttemptFailed("timeout", "waiting for the reply timed out", retryable=True)
+
+    def profile(name):
+        return {"name": name, "backend": "openai", "model": "m", "connect_timeout": 5, "read_timeout": 60,
+                "max_retries": 3}
+
+    router = Router(make_backend=Slow, breaker=NoBreaker(), policy=RetryPolicy(0.5, 1, 1000),
+                    sleep=lambda s: now.__setitem__(0, now[0] + s), clock=lambda: now[0], rng=lambda: 0.0,
+                    total_seconds=100)
+    request = ModelRequest(system="", messages=[], tools=[], model="m")
+    with pytest.raises(ModelUnavailable) as failure:
+        router.complete(request, [profile("first"), profile("second"), profile("third")])
+    assert now[0] <= 100
+    assert seen_timeouts[0] == ("first", 60) and all(t <= 60 for _, t in seen_timeouts)
+    assert seen_timeouts[1][1] == 100 - 60 - 0.25  # capped at what was left after one attempt and one wait
+    assert failure.value.attempts[-1]["kind"] == "time_up" and failure.value.attempts[-1]["profile"] == "third"
