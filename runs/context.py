@@ -8,6 +8,8 @@ and cut to a size, and the system prompt says what the fence means. The fence do
 model safe; the harness's checks do. It only takes away the excuse of not knowing.
 """
 
+from collections import OrderedDict
+
 from agents.backends.base import ModelRequest
 from governance import engine
 
@@ -31,8 +33,22 @@ LOAD_SKILL_SPEC = {
 }
 
 
+_SPECS: OrderedDict[str, list[engine.PolicySpec]] = OrderedDict()
+_SPECS_MAX = 16
+
+
 def policies(snapshot: dict) -> list[engine.PolicySpec]:
-    return [engine.PolicySpec.from_dict(p) for p in snapshot["policies"]]
+    """The run's frozen policies. The same snapshot digest gives the same spec objects back, so the
+    engine's compiled index (kept by their identity) is built once per snapshot, not once per step."""
+    digest = snapshot.get("policy_snapshot_sha256")
+    specs = _SPECS.get(digest) if digest else None
+    if specs is None:
+        specs = [engine.PolicySpec.from_dict(p) for p in snapshot["policies"]]
+        if digest:
+            _SPECS[digest] = specs
+            while len(_SPECS) > _SPECS_MAX:
+                _SPECS.popitem(last=False)
+    return specs
 
 
 def visible_tools(snapshot: dict) -> list[str]:
