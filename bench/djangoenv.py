@@ -14,6 +14,8 @@ def configure(workdir: Path, *, database_url: str = "", broker_url: str = "", se
         "DJANGO_SETTINGS_MODULE": settings,
         "DJANGO_DEBUG": "0",  # DEBUG keeps every SQL query in memory: not what production runs
         "DJANGO_SECRET_KEY": "bench-only-not-a-secret",
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain HTTP on loopback; production redirects to TLS
         "WARRANT_DATA_DIR": str(workdir),
         "WARRANT_LOG_LEVEL": "WARNING",
         "WARRANT_TEST_FAST_HASHER": "1",

@@ -8,7 +8,7 @@ what they do around the model and the tools.
 
 import json
 
-from agents.backends.base import ModelRequest, ModelResponse, ToolCall, Usage
+from agents.backends.base import ModelRequest, ModelResponse, ToolCall, Usage, tool_result_payload
 
 PROMPT = "How healthy is Acme Corp?"
 PLAN = (
@@ -54,7 +54,7 @@ class WarrantScriptedModel:
         self.profile = profile or {}
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        results = [m["content"] for m in request.messages if m["role"] == "tool"]
+        results = [tool_result_payload(m["content"]) for m in request.messages if m["role"] == "tool"]
         step = next_step(results)
         usage = Usage(*USAGE, estimated=True)
         if isinstance(step, str):
