@@ -90,3 +90,9 @@ def test_an_unknown_tool_is_404(admin):
 
 def test_tools_are_not_deleted_through_the_api(admin):
     assert admin.delete("/api/v1/tools/send_email/").status_code == 405
+
+
+def test_an_empty_approver_role_is_not_read_as_none(admin):
+    response = admin.patch("/api/v1/tools/get_account/", {"approver_role": ""}, format="json")
+    assert response.status_code == 400 and set(response.json()["error"]["details"]) == {"approver_role"}
+    assert admin.patch("/api/v1/tools/get_account/", {"approver_role": None}, format="json").status_code == 200

@@ -155,6 +155,13 @@ BUSINESS_RULES = {
     "output_schema": r"^Not a valid JSON Schema: ",
     # SKILL.md is a document with its own grammar (skills/parser.py); a skill keeps its name.
     "source": r"^(SKILL\.md |front matter|the SKILL\.md names )",
+    # agents.sources.tool_source_check: what each kind of tool source needs besides its own fields.
+    "command": r"^(An mcp_stdio source needs its command|Only an mcp_stdio source has a command\.$|.* is not among the "
+               r"programs this deployment allows)",
+    "url": r"^An mcp_http source needs its endpoint URL\.$",
+    "document": r"^An openapi source needs its document",
+    "path": r"^(A python source needs the dotted path|.* is outside the modules this deployment allows)",
+    "auth_env": r"^Give both the header and the environment variable",
     # governance.engine.validate: what each policy type needs besides its own fields.
     "non_field_errors": r"^(an? [a-z_ ]+ needs |an output formatter's content must contain \{answer\}$|invalid regex: )",
 }
