@@ -12,6 +12,8 @@ from rest_framework.response import Response
 from agents import sources
 from agents.api import TimeoutField, ToolOutputSerializer, _Paginated
 from agents.models import Tool, ToolSource
+from agents.services import ENV_VAR_NAME, HTTP_URL_PATTERN
+from agents.sources import HEADER_NAME
 from governance.api import errors
 from governance.api_fields import StrictSerializer
 from governance.permissions import IsGovernanceAdmin
@@ -37,16 +39,17 @@ class _SourceFields(StrictSerializer):
                                     help_text="mcp_stdio: the program and its arguments, e.g. [\"mcp-server-time\"].")
     env_passthrough = serializers.ListField(child=serializers.CharField(max_length=128), max_length=64, required=False,
                                             help_text="mcp_stdio: environment variables the server process may see.")
-    url = serializers.CharField(max_length=500, required=False, allow_blank=True,
-                                help_text="mcp_http: the endpoint; openapi: where the document is served.")
+    # RegexFields, so that the schema states the rules that agents.sources checks.
+    url = serializers.RegexField(HTTP_URL_PATTERN, max_length=500, required=False, allow_blank=True,
+                                 help_text="mcp_http: the endpoint; openapi: where the document is served.")
     document = serializers.JSONField(required=False, allow_null=True, help_text="openapi: the document itself.")
     path = serializers.CharField(max_length=500, required=False, allow_blank=True,
                                  help_text="openapi: a document file on the server; python: a dotted path.")
-    base_url = serializers.CharField(max_length=500, required=False, allow_blank=True,
-                                     help_text="openapi: where calls go; default the document's first server.")
-    auth_header = serializers.CharField(max_length=64, required=False, allow_blank=True)
-    auth_env = serializers.CharField(max_length=128, required=False, allow_blank=True,
-                                     help_text="Name of the environment variable holding the header's value, never the value.")
+    base_url = serializers.RegexField(HTTP_URL_PATTERN, max_length=500, required=False, allow_blank=True,
+                                      help_text="openapi: where calls go; default the document's first server.")
+    auth_header = serializers.RegexField(HEADER_NAME.pattern, max_length=64, required=False, allow_blank=True)
+    auth_env = serializers.RegexField(ENV_VAR_NAME.regex.pattern, max_length=128, required=False, allow_blank=True,
+                                      help_text="Name of the environment variable holding the header's value, never the value.")
     timeout_seconds = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
     approver_role = serializers.SlugRelatedField(slug_field="name", queryset=Group.objects.all(), required=False,
                                                  allow_null=True, help_text="Approves its side-effecting tools.")

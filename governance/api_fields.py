@@ -46,6 +46,8 @@ def _wrong_type(field, value) -> str | None:
         return "Not a valid string."
     if isinstance(field, serializers.RelatedField) and value == "":
         return "Name one, or send null for none."  # DRF would read "" as null
+    if isinstance(field, serializers.SlugRelatedField) and not isinstance(value, str):
+        return "Not a valid name."  # DRF would look 0 up as "0"
     if isinstance(field, serializers.BooleanField) and not isinstance(value, bool):
         return "Must be true or false."
     if isinstance(field, serializers.IntegerField) and (isinstance(value, bool) or not isinstance(value, int)):

@@ -96,3 +96,8 @@ def test_an_empty_approver_role_is_not_read_as_none(admin):
     response = admin.patch("/api/v1/tools/get_account/", {"approver_role": ""}, format="json")
     assert response.status_code == 400 and set(response.json()["error"]["details"]) == {"approver_role"}
     assert admin.patch("/api/v1/tools/get_account/", {"approver_role": None}, format="json").status_code == 200
+
+
+def test_a_number_is_not_a_role_name(admin):
+    response = admin.patch("/api/v1/tools/get_account/", {"approver_role": 0}, format="json")
+    assert response.status_code == 400 and set(response.json()["error"]["details"]) == {"approver_role"}

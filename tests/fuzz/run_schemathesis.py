@@ -146,7 +146,7 @@ BUSINESS_RULES = {
     "agent": r"^(unknown agent |no agent named |agent .* has no published version$)",
     "agents": r"^unknown agents: ",
     "role": r"^(no role named |Object with name=.* does not exist\.$)",
-    "approver_role": r"^no role named ",
+    "approver_role": r"^(no role named |Object with name=.* does not exist\.$)",
     "tool": r"^Object with name=.* does not exist\.$",
     "tools": r"^Unknown tool: ",
     "model_profile": r"^Unknown model profile: ",
