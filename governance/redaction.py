@@ -15,6 +15,8 @@ import logging
 import os
 import re
 
+from governance.screening import strings_in
+
 KINDS = ("api_keys", "card_numbers", "emails")
 _API_KEY = re.compile(
     r"\b(?:sk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{30,}|xox[abprs]-[A-Za-z0-9-]{10,}"
@@ -78,21 +80,10 @@ def redact(value, *, kinds=KINDS, secrets=()):
 def leaks(value, *, secrets=()) -> list[str]:
     """Secrets in a JSON-like value (tool arguments about to leave): API keys and card numbers."""
     found: list[str] = []
-    for text in _strings(value):
+    for text in strings_in(value):
         found += [k for k in findings(text, kinds=("api_keys", "card_numbers"), secrets=secrets) if k not in found]
     return found
 
-
-def _strings(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _strings(key)
-            yield from _strings(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _strings(item)
 
 
 class RedactingFilter(logging.Filter):

@@ -62,7 +62,7 @@ def screen(text: str, *, data: bool = False) -> list[str]:
 def screen_value(value, *, data: bool = True) -> list[str]:
     """`screen` over every string inside a JSON-like value (a tool envelope), findings merged."""
     found: list[str] = []
-    for text in _strings(value):
+    for text in strings_in(value):
         found += [name for name in screen(text, data=data) if name not in found]
     return found
 
@@ -71,16 +71,17 @@ def _patterns(text: str, data: bool) -> list[str]:
     return [name for name, pattern in _COMPILED if (data or name not in DATA_ONLY) and pattern.search(text)]
 
 
-def _strings(value):
+def strings_in(value):
+    """Every string in a JSON-like value, keys included (redaction walks values the same way)."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _strings(key)
-            yield from _strings(item)
+            yield from strings_in(key)
+            yield from strings_in(item)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            yield from _strings(item)
+            yield from strings_in(item)
 
 
 # --- hidden and opaque text ----------------------------------------------------------------
