@@ -57,18 +57,42 @@ class WordListField(forms.CharField):
 class PolicyAdminForm(forms.ModelForm):
     keywords = WordListField(required=False, help_text="One word or phrase per line; whole words, any case.")
     target_tools = WordListField(required=False, help_text="One tool name per line, or * for every tool.")
+    # The version the editor opened: a save on top of someone else's newer version is refused, not merged.
+    expected_version = forms.IntegerField(widget=forms.HiddenInput, required=False, min_value=1)
 
     class Meta:
         model = Policy
         fields = "__all__"
         widgets = {"agents": forms.CheckboxSelectMultiple}
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["expected_version"].required = True
+            self.fields["expected_version"].initial = self.instance.version
+
+    def clean_expected_version(self):
+        expected = self.cleaned_data.get("expected_version")
+        if self.instance.pk is None:
+            return None
+        # The admin's change view runs in one transaction: the row lock (a write lock on SQLite) is held
+        # until the save, so no other edit can land between this check and it.
+        current = Policy.objects.select_for_update().filter(pk=self.instance.pk).first()
+        if current is not None and expected != current.version:
+            last = PolicyVersion.objects.filter(policy_id=current.pk).order_by("-version").select_related("changed_by").first()
+            who = f" by {last.changed_by}" if last and last.changed_by else ""
+            raise ValidationError(
+                f"This policy was changed{who} while you were editing it: it is now version {current.version}, "
+                f"you opened version {expected}. Nothing was saved. Open the policy again to see its current "
+                "values (its history shows what changed), then make your change on top of them.")
+        return expected
+
     def clean(self):
         data = super().clean()
         if self.errors:
             return data
         # The same checks the engine applies at run time, so a policy that would fail closed never saves.
-        candidate = Policy(**{k: v for k, v in data.items() if k != "agents"})
+        candidate = Policy(**{k: v for k, v in data.items() if k not in ("agents", "expected_version")})
         candidate.pk = self.instance.pk
         problems = engine.validate(policy_spec(candidate, agent_slugs=[a.slug for a in data.get("agents") or []]))
         for problem in problems:
@@ -162,7 +186,7 @@ class PolicyAdmin(admin.ModelAdmin):
         ("Where it applies", {"fields": ["agents"]}),
         ("When it fires", {"fields": ["keywords", "match_mode", "regex", "target_tools"]}),
         ("What it does", {"fields": ["content", "response", "approver_role", "approval_ttl_seconds"]}),
-        ("Version", {"fields": ["version", "created_at", "updated_at"]}),
+        ("Version", {"fields": ["version", "created_at", "updated_at", "expected_version"]}),
     ]
 
     @admin.display(description="state", ordering="enabled")
@@ -182,7 +206,7 @@ class PolicyAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         # Every change goes through the service so that it writes a history row.
-        values = {name: form.cleaned_data[name] for name in form.cleaned_data if name != "agents"}
+        values = {name: form.cleaned_data[name] for name in form.cleaned_data if name not in ("agents", "expected_version")}
         values["agents"] = list(form.cleaned_data.get("agents", []))
         if change:
             saved = services.policy_update(policy=Policy.objects.get(pk=obj.pk), values=values, user=request.user)

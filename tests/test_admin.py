@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
+from governance import services
 from governance.models import Policy, PolicyVersion
 from runs.models import Receipt
 from skills.models import Skill
@@ -45,7 +46,7 @@ def test_a_policy_with_a_bad_regex_is_refused_with_a_clear_message(admin_client)
     response = admin_client.post(url, {
         "name": policy.name, "type": policy.type, "description": "", "enabled": "on", "priority": 50,
         "keywords": '["churn"]', "match_mode": "any", "regex": "(unclosed", "target_tools": "[]",
-        "content": policy.content, "response": "",
+        "content": policy.content, "response": "", "expected_version": policy.version,
     })
     assert response.status_code == 200
     assert "invalid regex" in response.content.decode()
@@ -58,12 +59,47 @@ def test_a_policy_edited_in_the_admin_writes_history(admin_client):
     response = admin_client.post(url, {
         "name": policy.name, "type": policy.type, "description": "", "enabled": "on", "priority": 40,
         "keywords": '["churn", "churning"]', "match_mode": "any", "regex": "", "target_tools": "[]",
-        "content": policy.content, "response": "",
+        "content": policy.content, "response": "", "expected_version": policy.version,
     })
     assert response.status_code == 302, response.content.decode()[:2000]
     entry = PolicyVersion.objects.filter(policy=policy).order_by("-version").first()
     assert (entry.version, entry.action, entry.changed_by.username) == (2, "update", "admin")
     assert entry.old_values["priority"] == 50 and entry.new_values["priority"] == 40
+
+
+def _edit(policy, **changes) -> dict:
+    return {"name": policy.name, "type": policy.type, "description": "", "enabled": "on", "priority": 50,
+            "keywords": '["churn"]', "match_mode": "any", "regex": "", "target_tools": "[]",
+            "content": policy.content, "response": "", "expected_version": policy.version} | changes
+
+
+def test_a_policy_edit_on_top_of_a_newer_version_is_refused_and_saves_nothing(admin_client):
+    policy = Policy.objects.get(name="churn-risk-playbook")
+    url = reverse("admin:governance_policy_change", args=[policy.pk])
+    page = admin_client.get(url).content.decode()
+    assert 'name="expected_version" value="1"' in page  # the version the editor opened travels with the form
+    # Someone else saves first (through the API's service), then the first editor saves what they saw.
+    other = get_user_model().objects.create_user("admin2", password="x", is_staff=True)
+    services.policy_update(policy=policy, values={"priority": 7}, user=other)
+    response = admin_client.post(url, _edit(policy, priority=40, expected_version=1))
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "changed by admin2 while you were editing it" in text and "now version 2" in text
+    policy.refresh_from_db()
+    assert (policy.priority, policy.version) == (7, 2)  # the other edit stands, nothing overwritten
+    assert PolicyVersion.objects.filter(policy=policy).count() == 2  # create + the other edit only
+    # Reopened, the editor's change lands on top of version 2.
+    response = admin_client.post(url, _edit(policy, priority=40, expected_version=2))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    policy.refresh_from_db()
+    assert (policy.priority, policy.version) == (40, 3)
+
+
+def test_a_policy_edit_without_the_version_it_started_from_is_refused(admin_client):
+    policy = Policy.objects.get(name="churn-risk-playbook")
+    url = reverse("admin:governance_policy_change", args=[policy.pk])
+    response = admin_client.post(url, {k: v for k, v in _edit(policy, priority=40).items() if k != "expected_version"})
+    assert response.status_code == 200 and Policy.objects.get(pk=policy.pk).priority == 50
 
 
 def test_a_malformed_skill_md_is_refused_in_the_admin(admin_client):

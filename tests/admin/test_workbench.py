@@ -275,6 +275,7 @@ def test_the_policy_history_shows_a_readable_diff_per_version(demo):
         "name": policy.name, "type": policy.type, "description": "", "enabled": "on", "priority": 50,
         "keywords": "churn\nchurning\nat risk\nattrition", "match_mode": "any", "regex": "", "target_tools": "",
         "content": policy.content.replace("from the lowest score to the highest", "worst first"), "response": "",
+        "expected_version": policy.version,
         "agents": [policy.agents.model.objects.get(slug="crm-assistant").pk],
     })
     assert response.status_code == 302, response.content.decode()[:3000]
