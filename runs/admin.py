@@ -27,7 +27,7 @@ from runs import selectors
 from runs.access_log import receipt_access_record
 from runs.models import ApprovalRequest, Receipt, ReceiptAccess, Run, RunEvent, SideEffect
 from runs.receipts import receipt_verify, receipt_verify_chain
-from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, receipts_export
+from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, export_part, receipts_export
 from runs.services import approval_decide, check_approval_decide
 from runs.templatetags.workbench import STATUS_TEXT, status_label
 
@@ -440,7 +440,14 @@ class ReceiptAdmin(WorkbenchAdmin):
         return self._export(request, queryset, "csv")
 
     def _export(self, request, queryset, format_: str) -> HttpResponse:
-        receipts = list(queryset.order_by("seq")[:EXPORT_LIMIT])
+        receipts, more = export_part(queryset)
+        if more:
+            # Half an export that looks whole is worse than none: say so, and how to get all of it.
+            messages.error(request, f"{queryset.count():,} receipts are selected; an export file holds at most "
+                                    f"{EXPORT_LIMIT:,}. Nothing was exported. Narrow the filter (dates, agent, status), "
+                                    "or export in parts over the API (GET /api/v1/receipts/export/ follows its Link "
+                                    "header to the next part).")
+            return redirect(f"{reverse('admin:runs_receipt_changelist')}?{request.GET.urlencode()}")
         receipt_access_record(user=request.user, action=ReceiptAccess.Action.EXPORT, receipts=receipts,
                               channel="admin", format=format_, query=request.GET.urlencode())
         response = HttpResponse(receipts_export(receipts, format=format_), content_type=f"{MEDIA_TYPES[format_]}; charset=utf-8")

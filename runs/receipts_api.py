@@ -3,6 +3,7 @@
 import json
 
 import django_filters
+from django import forms
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
@@ -16,7 +17,7 @@ from runs import selectors
 from runs.access_log import receipt_access_record
 from runs.models import Receipt, Run
 from runs.receipts import receipt_verify
-from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, receipts_export
+from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, export_part, receipts_export
 
 
 
@@ -33,15 +34,25 @@ class ReceiptOutputSerializer(serializers.ModelSerializer):
         return json.loads(receipt.body)
 
 
+MAX_SEQ = 2_147_483_647  # a receipt's seq is a PositiveIntegerField
+
+
+@extend_schema_field({"type": "integer", "minimum": 0, "maximum": MAX_SEQ})
+class SeqFilter(django_filters.NumberFilter):
+    field_class = forms.IntegerField
+
+
 class ReceiptFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(field_name="run__status", choices=Run._meta.get_field("status").choices)
     agent = django_filters.CharFilter(field_name="run__agent__slug")
     created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    seq_after = SeqFilter(field_name="seq", lookup_expr="gt", min_value=0, max_value=MAX_SEQ,
+                          help_text="Only receipts after this one in the chain (how a large export is read in parts).")
 
     class Meta:
         model = Receipt
-        fields = ["status", "agent", "created_after", "created_before"]
+        fields = ["status", "agent", "created_after", "created_before", "seq_after"]
 
 
 class _Receipts:
@@ -145,12 +156,34 @@ class ReceiptExportApi(_Receipts, GenericAPIView):
     renderer_classes = [renderers.JSONRenderer, JSONLinesRenderer, CSVRenderer]  # JSON first: errors render as JSON
     content_negotiation_class = ExportNegotiation
 
-    @extend_schema(operation_id="receipts_export", responses={(200, "application/x-ndjson"): OpenApiTypes.STR,
-                                                              (200, "text/csv"): OpenApiTypes.STR},
-                   parameters=[OpenApiParameter("format", str, enum=list(EXPORT_FORMATS), required=True)])
+    @extend_schema(
+        operation_id="receipts_export",
+        description=f"At most {EXPORT_LIMIT:,} receipts per file, in chain order. When the selection holds more, "
+                    "`Warrant-Export-Complete` is `false` and the `Link` header (rel=\"next\") names the next part: "
+                    "the same query with `seq_after` set to the last receipt's seq.",
+        responses={(200, "application/x-ndjson"): OpenApiTypes.STR, (200, "text/csv"): OpenApiTypes.STR},
+        parameters=[
+            OpenApiParameter("format", str, enum=list(EXPORT_FORMATS), required=True),
+            OpenApiParameter("Warrant-Export-Complete", str, OpenApiParameter.HEADER, response=[200], required=True,
+                             enum=["true", "false"], description="false: more receipts match; see Link."),
+            OpenApiParameter("Link", str, OpenApiParameter.HEADER, response=[200],
+                             description='The next part, `<url>; rel="next"`, when the export is not complete.'),
+        ])
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if response.status_code >= 400:  # an error is a JSON error body, whatever format the file was to be in
+            response.accepted_renderer, response.accepted_media_type = renderers.JSONRenderer(), "application/json"
+        return response
+
     def get(self, request):
-        data = list(self.filter_queryset(self.get_queryset())[:EXPORT_LIMIT])
+        data, more = export_part(self.filter_queryset(self.get_queryset()))
         receipt_access_record(user=request.user, action="export", receipts=data, channel="api",
                               format=request.accepted_renderer.format, query=request.META.get("QUERY_STRING", ""))
         filename = f"warrant-receipts.{request.accepted_renderer.format}"
-        return ExportResponse(data, headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+        headers = {"Content-Disposition": f'attachment; filename="{filename}"',
+                   "Warrant-Export-Complete": "false" if more else "true"}
+        if more:
+            query = request.query_params.copy()
+            query["seq_after"] = str(data[-1].seq)
+            headers["Link"] = f'<{request.build_absolute_uri(request.path)}?{query.urlencode()}>; rel="next"'
+        return ExportResponse(data, headers=headers)

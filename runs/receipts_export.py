@@ -12,10 +12,17 @@ from collections.abc import Iterable
 
 from runs.models import Receipt
 
-EXPORT_LIMIT = 10_000
+EXPORT_LIMIT = 10_000  # receipts per export file; a larger selection is exported in parts (export_part)
 EXPORT_FORMATS = ("jsonl", "csv")
 CSV_COLUMNS = ["seq", "id", "run_id", "created_at", "status", "agent", "caller", "hash", "prev_hash"]
 MEDIA_TYPES = {"jsonl": "application/x-ndjson", "csv": "text/csv"}
+
+
+def export_part(queryset) -> tuple[list[Receipt], bool]:
+    """The first EXPORT_LIMIT receipts of the selection in chain order, and whether more remain after them."""
+    limit = EXPORT_LIMIT
+    receipts = list(queryset.order_by("seq")[: limit + 1])
+    return receipts[:limit], len(receipts) > limit
 
 
 def neutralise(value) -> str:

@@ -223,6 +223,20 @@ def test_reading_receipts_over_the_api_is_recorded_too(operator, compliance):
         ("view", "api", ""), ("export", "api", "csv")]
 
 
+def test_an_admin_export_larger_than_a_file_is_refused_not_cut_short(demo, operator, monkeypatch):
+    monkeypatch.setattr("runs.receipts_export.EXPORT_LIMIT", 1)
+    start(operator, "List all accounts.")
+    start(operator, "List all accounts.")
+    client = _browser("compliance")
+    response = client.get("/admin/runs/receipt/export/?format=csv", follow=True)
+    assert response["Content-Type"].startswith("text/html")
+    assert "2 receipts are selected; an export file holds at most" in _messages(response)
+    assert not ReceiptAccess.objects.filter(action="export").exists()  # nothing went out, nothing to log
+    ids = list(Receipt.objects.order_by("seq").values_list("pk", flat=True))
+    response = client.post("/admin/runs/receipt/", {"action": "export_jsonl", "_selected_action": ids[:1]})
+    assert response.status_code == 200 and len(response.content.decode().splitlines()) == 1  # one fits
+
+
 def test_the_admin_export_is_the_api_export_with_formulas_neutralised(demo, compliance):
     user = get_user_model().objects.create_user("=HYPERLINK(evil)", password="x")
     user.groups.add(Group.objects.get(name="operators"))

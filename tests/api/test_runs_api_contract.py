@@ -97,6 +97,28 @@ def test_receipts_export_as_json_lines_and_csv(operator, compliance):
     assert rows[0][:3] == ["seq", "id", "run_id"] and len(rows) == 3
 
 
+def test_an_export_larger_than_a_file_comes_in_parts_that_say_so(operator, compliance, monkeypatch):
+    monkeypatch.setattr("runs.receipts_export.EXPORT_LIMIT", 2)
+    for _ in range(3):
+        start(operator, "List all accounts.")
+    first = compliance.get("/api/v1/receipts/export/?format=jsonl&status=succeeded")
+    assert first.status_code == 200 and first["Warrant-Export-Complete"] == "false"
+    assert [json.loads(line)["seq"] for line in first.content.decode().splitlines()] == [1, 2]
+    link, rel = first["Link"].split("; ")
+    assert rel == 'rel="next"' and "seq_after=2" in link and "status=succeeded" in link and "format=jsonl" in link
+    second = compliance.get(link.strip("<>").removeprefix("http://testserver"))
+    assert second["Warrant-Export-Complete"] == "true" and "Link" not in second
+    assert [json.loads(line)["seq"] for line in second.content.decode().splitlines()] == [3]
+    whole = compliance.get("/api/v1/receipts/export/?format=jsonl&seq_after=0&status=succeeded")
+    assert whole["Warrant-Export-Complete"] == "false"  # still the first part: same limit
+
+
+@pytest.mark.parametrize("value", ["-1", "1.5", "x", "2147483648", ""])
+def test_seq_after_is_a_chain_position(compliance, value):
+    response = compliance.get(f"/api/v1/receipts/export/?format=jsonl&seq_after={value}")
+    assert response.status_code == 400 and "seq_after" in response.json()["error"]["details"]
+
+
 def test_csv_export_neutralises_spreadsheet_formulas(operator, compliance):
     from django.contrib.auth.models import Group, User
     from rest_framework.test import APIClient
