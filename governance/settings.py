@@ -293,6 +293,9 @@ WARRANT = {
     "MODEL_ALLOWED_HOSTS": tuple(h.strip() for h in os.environ.get("WARRANT_MODEL_ALLOWED_HOSTS", "").split(",") if h.strip()),
     # Programs an mcp_stdio tool source may start (comma-separated); empty = any program.
     "MCP_STDIO_COMMANDS": [c.strip() for c in os.environ.get("WARRANT_MCP_STDIO_COMMANDS", "").split(",") if c.strip()],
+    # MCP sessions kept open between calls (agents/tools/mcp_pool.py); 0 = a new session for every call.
+    "MCP_SESSION_IDLE_SECONDS": float(os.environ.get("WARRANT_MCP_SESSION_IDLE_SECONDS", "300")),
+    "MCP_MAX_SESSIONS": int(os.environ.get("WARRANT_MCP_MAX_SESSIONS", "32")),
     # Dotted-path prefixes a python tool source may import (comma-separated); empty = any module.
     "PYTHON_TOOL_MODULES": [c.strip() for c in os.environ.get("WARRANT_PYTHON_TOOL_MODULES", "").split(",") if c.strip()],
 }

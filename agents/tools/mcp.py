@@ -1,12 +1,15 @@
 """MCP servers as tool sources, through the official `mcp` SDK.
 
-One session per operation: connect, (list), call, disconnect. Nothing is kept open between
-calls, so a Celery worker holds no state and a hung server cannot outlive its call: the whole
-session runs under one deadline, and leaving it terminates a stdio server's process.
+A sync (discover) runs in a session of its own: connect, list, disconnect. A call runs on a
+session kept open between calls (agents/tools/mcp_pool.py: per process, per source and
+configuration, closed when idle, when the source changes or when a call overruns its deadline),
+or, with the pool turned off, in a session of its own. Either way one deadline covers the call,
+and the server's tool list is checked against the approved fingerprint before every call.
 """
 
 import os
 import tempfile
+import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -17,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from agents.models import ToolSource, tool_fingerprint
+from agents.tools import mcp_pool
 from agents.tools.deadline import ToolTimeout
 from agents.tools.envelopes import ToolError
 
@@ -106,10 +110,8 @@ def _run(source: ToolSource, timeout: float, work):
         except (ToolChanged, ToolError, SourceUnavailable):
             raise
         except Exception as exc:  # whatever the transport or the SDK raised: the source is not usable
-            cause = _first(exc)
             errlog.seek(0)
-            tail = errlog.read()[-400:].strip()
-            raise SourceUnavailable(f"{type(cause).__name__}: {cause}" + (f" (server said: {tail})" if tail else "")) from exc
+            raise SourceUnavailable(_described(_first(exc), errlog.read()[-400:].strip())) from exc
 
 
 def _first(exc: BaseException) -> BaseException:
@@ -133,15 +135,66 @@ def discover(source: ToolSource) -> list[RemoteTool]:
 
 def call(source: ToolSource, *, remote_name: str, arguments: dict, fingerprint: str, timeout: float):
     """Call one tool, after checking the server still describes it as approved."""
+    sent = []
 
     async def work(client: Client):
         current = next((t for t in await _list(client) if t.name == remote_name), None)
         if current is None or tool_fingerprint(current.description, current.input_schema) != fingerprint:
             raise ToolChanged(current)
+        sent.append(True)  # from here on the server may have acted: never retried
         result = await client.call_tool(remote_name, arguments)
         return _data(result)
 
-    return _run(source, timeout, work)
+    if mcp_pool.idle_seconds() <= 0:
+        return _run(source, timeout, work)
+    return _pooled(source, timeout, work, sent)
+
+
+def _pooled(source: ToolSource, timeout: float, work, sent: list):
+    credential = credential_headers(source) if source.kind == ToolSource.Kind.MCP_HTTP else {}
+    key, pool = mcp_pool.session_key(source, credential), mcp_pool.pool()
+
+    def transport_for(errlog):
+        # A kept session outlives this call: its HTTP client gets the source's timeout, the call its own deadline.
+        return _transport(source, errlog, max(timeout, source.timeout_seconds))
+
+    async def attempt():
+        ends = time.monotonic() + timeout
+        for last_try in (False, True):
+            try:
+                session, fresh = await pool.session(key, source.pk, transport_for, max(0.01, ends - time.monotonic()))
+            except TimeoutError:
+                raise
+            except Exception as exc:  # the server did not start or did not speak MCP
+                raise SourceUnavailable(_described(_first(_leaf(exc) if isinstance(exc, BaseExceptionGroup) else exc),
+                                                   getattr(exc, "server_said", ""))) from exc
+            session.last_used = time.monotonic()
+            try:
+                with anyio.fail_after(max(0.01, ends - time.monotonic())):
+                    result = await work(session.client)
+            except (ToolChanged, ToolError):
+                raise  # the server answered: the session is fine
+            except TimeoutError:
+                await pool.close(session)  # stops a stdio server still busy with the overrun call
+                raise
+            except Exception as exc:
+                said = session.server_said()
+                await pool.close(session)
+                if not fresh and not sent and not last_try:
+                    continue  # it went away while idle, before anything was sent: once more, on a new session
+                cause = _leaf(exc) if isinstance(exc, BaseExceptionGroup) else exc
+                raise SourceUnavailable(_described(_first(cause), said)) from exc
+            session.last_used, session.calls = time.monotonic(), session.calls + 1
+            return result
+
+    try:
+        return pool.run(attempt(), timeout=timeout)
+    except TimeoutError:
+        raise ToolTimeout() from None
+
+
+def _described(cause: BaseException, said: str) -> str:
+    return f"{type(cause).__name__}: {cause}" + (f" (server said: {said})" if said else "")
 
 
 def _data(result):

@@ -41,6 +41,17 @@ net.Server.prototype.listen = function (...args) {
 """
 
 
+@pytest.fixture(autouse=True)
+def _no_mcp_session_outlives_its_test():
+    """Kept MCP sessions belong to the test that opened them (their servers are child processes)."""
+    yield
+    from agents.tools import mcp_pool
+
+    current = mcp_pool.existing_pool()
+    if current is not None:
+        current.close_all()
+
+
 def time_server_command(*extra: str) -> list[str]:
     return [sys.executable, "-m", "mcp_server_time", *extra]
 
@@ -118,8 +129,17 @@ def replay_agent(demo):
 def run_script(script: dict, *, user: str = "operator") -> Run:
     run, _ = services.run_start(agent_slug="replayer", input_text=json.dumps(script),
                                 caller=User.objects.get(username=user))
-    services.run_advance(run_id=run.id)
-    run.refresh_from_db()
+    return advance(run)
+
+
+def advance(run: Run) -> Run:
+    """Advance the run as workers would: one whose time slice ran out (a slow server start on a busy
+    machine) is queued again and picked up by the next delivery."""
+    for _ in range(20):
+        services.run_advance(run_id=run.id)
+        run.refresh_from_db()
+        if run.status not in ("queued", "running"):
+            break
     return run
 
 

@@ -8,13 +8,13 @@ from django.contrib.auth.models import Group
 
 from agents import sources
 from agents.models import Tool, ToolSource
+from agents.tools import mcp_pool
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
 from governance.models import ToolGrant
 from governance.services import grant_create, policy_create
-from runs import services
 from runs.models import ApprovalRequest
-from tests.tools.conftest import child_processes, run_script, shown, time_server_command, tool_events
+from tests.tools.conftest import advance, child_processes, run_script, shown, time_server_command, tool_events
 
 pytestmark = pytest.mark.django_db
 
@@ -113,8 +113,7 @@ def test_an_mcp_tool_under_an_approval_policy_parks_and_runs_once_approved(repla
 
     response = approver.post(f"/api/v1/approvals/{request.id}/approve/", {"reason": "fine"}, format="json")
     assert response.status_code == 200, response.json()
-    services.run_advance(run_id=run.id)
-    run.refresh_from_db()
+    run = advance(run)
     assert run.status == "succeeded"
     [event] = tool_events(run)
     assert event["result"]["ok"] and event["approval_id"] == str(request.id)
@@ -145,6 +144,10 @@ def test_a_tool_whose_description_changes_on_the_server_is_held_until_re_approve
     assert dispatch(tool=frozen, arguments={"timezone": "UTC"}, ctx=CTX)["ok"]
 
     setting.write_text("Asia/Tokyo")
+    # The server process already running keeps its configuration (and the approved description):
+    # its kept session goes on serving. The change shows when the server starts again.
+    assert dispatch(tool=frozen, arguments={"timezone": "UTC"}, ctx=CTX)["ok"]
+    mcp_pool.pool().close_all()  # as an idle close or a worker restart would
     # A call finds the change first: refused, and the tool is held with the change kept for review.
     envelope = dispatch(tool=frozen, arguments={"timezone": "UTC"}, ctx=CTX)
     assert (envelope["ok"], envelope["code"]) == (False, "tool_changed")

@@ -13,9 +13,8 @@ from agents.tools import openapi
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
 from governance.services import grant_create
-from runs import services
 from runs.models import ApprovalRequest, SideEffect
-from tests.tools.conftest import run_script, shown, tool_events
+from tests.tools.conftest import advance, run_script, shown, tool_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -95,8 +94,7 @@ def test_an_openapi_post_needs_approval_and_then_runs_exactly_once(warrant_api, 
     assert request.approver_role.name == "secops"
 
     assert approver.post(f"/api/v1/approvals/{request.id}/approve/", {"reason": "ok"}, format="json").status_code == 200
-    services.run_advance(run_id=run.id)
-    run.refresh_from_db()
+    run = advance(run)
     assert run.status == "succeeded"
     [event] = tool_events(run)
     assert event["result"]["ok"], event
