@@ -94,3 +94,17 @@ class PolicyVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.policy_name} v{self.version} {self.action}"
+
+
+class GovernanceStamp(models.Model):
+    """One row whose stamp changes with every write to a table a run's governance is frozen from.
+
+    Database triggers (governance.stamp) write it in the same transaction as the change, whatever
+    made it: a service, the admin, a bulk update or delete, raw SQL. A cache of frozen governance
+    keyed by the stamp is therefore never served after a change has committed.
+    """
+
+    stamp = models.CharField(max_length=36)
+
+    def __str__(self) -> str:
+        return self.stamp
