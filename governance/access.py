@@ -40,11 +40,11 @@ def access_of(user, *, stamp: str | None = None) -> Access:
     return access
 
 
-def has_model_permission(user, permission: str) -> bool:
+def has_model_permission(user, permission: str, *, stamp: str | None = None) -> bool:
     """user.has_perm(permission) under ModelBackend, answered from what the stamp keeps."""
     if not (user and user.is_active):
         return False
-    return user.is_superuser or permission in access_of(user).permissions
+    return user.is_superuser or permission in access_of(user, stamp=stamp).permissions
 
 
 def clear() -> None:

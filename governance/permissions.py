@@ -3,6 +3,7 @@
 from django.conf import settings
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
+from governance import stamp as governance_stamp
 from governance.access import has_model_permission
 
 
@@ -29,8 +30,12 @@ class CanStartRuns(BasePermission):
     message = "your roles may not start runs"
 
     def has_permission(self, request, view) -> bool:
-        # Answered from the governance stamp's cache: has_perm reads two joins on every request.
-        return bool(request.user and request.user.is_authenticated and has_model_permission(request.user, "runs.add_run"))
+        if not (request.user and request.user.is_authenticated):
+            return False
+        # Answered from what the governance stamp keeps (has_perm reads two joins every time). The
+        # stamp read here is the moment the run is asked for: the view freezes its governance at it.
+        request.governance_stamp = governance_stamp.current()
+        return has_model_permission(request.user, "runs.add_run", stamp=request.governance_stamp)
 
 
 class HasARole(BasePermission):

@@ -142,7 +142,8 @@ class RunListCreateApi(ListAPIView):
         data = serializer.validated_data
         key = request.headers.get("Idempotency-Key") or data.get("idempotency_key")
         run, created = services.run_start(
-            agent_slug=data["agent"], input_text=data["input"], caller=request.user, idempotency_key=key
+            agent_slug=data["agent"], input_text=data["input"], caller=request.user, idempotency_key=key,
+            governance_stamp=getattr(request, "governance_stamp", None),
         )
         if not created or settings.CELERY_TASK_ALWAYS_EAGER:
             # A replayed key answers with the run as it is now; so does the embedded default,

@@ -75,9 +75,12 @@ def _load_shared() -> _Shared:
     )
 
 
-def governance_for(*, agent_slug: str, caller) -> tuple[AgentGovernance | None, dict | None]:
-    """(the agent's part, the run's snapshot); the snapshot is None without an agent or a version."""
-    stamp = governance_stamp.current()
+def governance_for(*, agent_slug: str, caller, stamp: str | None = None) -> tuple[AgentGovernance | None, dict | None]:
+    """(the agent's part, the run's snapshot); the snapshot is None without an agent or a version.
+
+    `stamp`: the governance stamp read when the run was asked for, if the caller read it already.
+    """
+    stamp = stamp or governance_stamp.current()
     part, shared = _kept.get(stamp, ("agent", agent_slug)), _kept.get(stamp, _SHARED)
     if part is None or shared is None:
         part, shared = part or _load_agent(agent_slug), shared or _load_shared()

@@ -48,8 +48,13 @@ def _request_digest(agent_slug: str, input_text: str) -> str:
     return hashlib.sha256(f"{agent_slug}\x00{input_text}".encode()).hexdigest()
 
 
-def run_start(*, agent_slug: str, input_text: str, caller, idempotency_key: str | None = None) -> tuple[Run, bool]:
-    """Create a queued run with its governance frozen, and enqueue it. Returns (run, created)."""
+def run_start(*, agent_slug: str, input_text: str, caller, idempotency_key: str | None = None,
+              governance_stamp: str | None = None) -> tuple[Run, bool]:
+    """Create a queued run with its governance frozen, and enqueue it. Returns (run, created).
+
+    `governance_stamp`: the stamp read when the run was asked for (the API reads it with the
+    caller's permission); by default it is read here.
+    """
     if not isinstance(input_text, str) or not input_text.strip():
         raise InvalidRunRequest("input is required", details={"input": ["This field is required."]})
     if len(input_text) > MAX_INPUT_CHARS:
@@ -64,7 +69,7 @@ def run_start(*, agent_slug: str, input_text: str, caller, idempotency_key: str 
                 raise Unprocessable("this idempotency key was used for a different request",
                                     details={"idempotency_key": idempotency_key})
             return existing, False
-    governance, snapshot = governance_for(agent_slug=agent_slug, caller=caller)
+    governance, snapshot = governance_for(agent_slug=agent_slug, caller=caller, stamp=governance_stamp)
     if governance is None:
         raise InvalidRunRequest(f"there is no agent {agent_slug!r}", details={"agent": [f"unknown agent {agent_slug!r}"]})
     if snapshot is None:
