@@ -8,8 +8,10 @@ kept: they come with the user row that authentication reads on every request.
 from dataclasses import dataclass
 
 from django.contrib.auth.models import Permission
+from rest_framework.authentication import TokenAuthentication
 
 from governance import stamp as governance_stamp
+from governance.models import StampedToken
 from governance.selectors import user_role_names
 
 _kept = governance_stamp.Kept(limit=10_000)
@@ -49,3 +51,9 @@ def has_model_permission(user, permission: str, *, stamp: str | None = None) -> 
 
 def clear() -> None:
     _kept.clear()
+
+
+class StampedTokenAuthentication(TokenAuthentication):
+    """DRF's token authentication; the token's row comes with the governance stamp (request.auth)."""
+
+    model = StampedToken

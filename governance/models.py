@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
+from rest_framework.authtoken.models import Token
 
 from agents.models import Agent, Tool
 
@@ -108,3 +109,18 @@ class GovernanceStamp(models.Model):
 
     def __str__(self) -> str:
         return self.stamp
+
+
+class _StampedTokens(models.Manager):
+    def get_queryset(self):
+        stamp = GovernanceStamp.objects.filter(id=1).values("stamp")[:1]
+        return super().get_queryset().annotate(governance_stamp=models.Subquery(stamp))
+
+
+class StampedToken(Token):
+    """An API token read together with the governance stamp, in one statement (governance.access)."""
+
+    objects = _StampedTokens()
+
+    class Meta:
+        proxy = True

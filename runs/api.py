@@ -5,11 +5,13 @@ from django.conf import settings
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.generics import GenericAPIView, ListAPIView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from governance import redaction
+from governance.access import StampedTokenAuthentication
 from governance.api_errors import Forbidden
 from governance.api_fields import StrictSerializer, has_text
 from governance.permissions import CanStartRuns
@@ -117,6 +119,7 @@ class RunListCreateApi(ListAPIView):
 
     serializer_class = RunOutputSerializer
     filterset_class = RunFilter
+    authentication_classes = [StampedTokenAuthentication, SessionAuthentication]
     throttle_classes = [PostThrottle]
     throttle_scope = "run_create"
 

@@ -221,3 +221,20 @@ def test_nothing_is_kept_when_a_change_commits_while_it_is_read(warm, monkeypatc
     with CaptureQueriesContext(connection) as queries:
         freeze.governance_for(agent_slug=AGENT, caller=warm)
     assert any("governance_policy" in q["sql"] for q in queries)  # read again: nothing was kept
+
+
+def test_a_run_started_with_nothing_changed_reads_only_the_token_and_writes_the_run(warm):
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=warm).key}")
+    body = {"agent": AGENT, "input": "How is Acme doing?"}
+    assert client.post("/api/v1/runs/", body).status_code == 201
+    with CaptureQueriesContext(connection) as queries:
+        assert client.post("/api/v1/runs/", body).status_code == 201
+    statements = [q["sql"] for q in queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
+    # The token with its user and the governance stamp, then straight to the run and its first event.
+    # (The tests run tasks in-process, so the answer is read back after them.)
+    assert statements[0].startswith('SELECT "authtoken_token"') and stamp.STAMP_TABLE in statements[0]
+    assert [s.split()[:3] for s in statements[1:3]] == [["INSERT", "INTO", '"runs_run"'], ["INSERT", "INTO", '"runs_runevent"']]
