@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
+from rest_framework.authtoken.models import Token
 
 from agents.models import Agent, Tool
 
@@ -94,3 +95,32 @@ class PolicyVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.policy_name} v{self.version} {self.action}"
+
+
+class GovernanceStamp(models.Model):
+    """One row whose stamp changes with every write to a table a run's governance is frozen from.
+
+    Database triggers (governance.stamp) write it in the same transaction as the change, whatever
+    made it: a service, the admin, a bulk update or delete, raw SQL. A cache of frozen governance
+    keyed by the stamp is therefore never served after a change has committed.
+    """
+
+    stamp = models.CharField(max_length=36)
+
+    def __str__(self) -> str:
+        return self.stamp
+
+
+class _StampedTokens(models.Manager):
+    def get_queryset(self):
+        stamp = GovernanceStamp.objects.filter(id=1).values("stamp")[:1]
+        return super().get_queryset().annotate(governance_stamp=models.Subquery(stamp))
+
+
+class StampedToken(Token):
+    """An API token read together with the governance stamp, in one statement (governance.access)."""
+
+    objects = _StampedTokens()
+
+    class Meta:
+        proxy = True

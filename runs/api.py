@@ -5,11 +5,13 @@ from django.conf import settings
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.generics import GenericAPIView, ListAPIView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from governance import redaction
+from governance.access import StampedTokenAuthentication
 from governance.api_errors import Forbidden
 from governance.api_fields import StrictSerializer, has_text
 from governance.permissions import CanStartRuns
@@ -117,6 +119,7 @@ class RunListCreateApi(ListAPIView):
 
     serializer_class = RunOutputSerializer
     filterset_class = RunFilter
+    authentication_classes = [StampedTokenAuthentication, SessionAuthentication]
     throttle_classes = [PostThrottle]
     throttle_scope = "run_create"
 
@@ -142,9 +145,13 @@ class RunListCreateApi(ListAPIView):
         data = serializer.validated_data
         key = request.headers.get("Idempotency-Key") or data.get("idempotency_key")
         run, created = services.run_start(
-            agent_slug=data["agent"], input_text=data["input"], caller=request.user, idempotency_key=key
+            agent_slug=data["agent"], input_text=data["input"], caller=request.user, idempotency_key=key,
+            governance_stamp=getattr(request, "governance_stamp", None),
         )
-        run = selectors.runs_visible_to(request.user).get(id=run.id)
+        if not created or settings.CELERY_TASK_ALWAYS_EAGER:
+            # A replayed key answers with the run as it is now; so does the embedded default,
+            # whose in-process task has already advanced the run. A queued run is what we wrote.
+            run = selectors.runs_visible_to(request.user).get(id=run.id)
         return Response(RunOutputSerializer(run, context={"request": request}).data,
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 

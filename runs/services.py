@@ -20,19 +20,18 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from agents.model_calls import model_complete, profile_chain
-from agents.models import Agent, Tool
+from agents.models import Agent
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
 from governance.api_errors import Conflict, DomainError, Forbidden, NotFound, Unprocessable
 from governance import redaction
-from governance.engine import snapshot_sha256
-from governance.selectors import granted_tool_names, policy_specs, user_role_names
+from governance.selectors import granted_tool_names
 from runs import harness
+from runs.freeze import governance_for
 from runs.models import ApprovalRequest, Run, RunEvent
 from runs.outbox import side_effect_execute
 from runs.receipts import receipt_seal
 from runs.states import TERMINAL, ErrorCode, RunStatus, check_transition
-from skills.models import Skill
 
 logger = logging.getLogger(__name__)
 MAX_INPUT_CHARS = 20_000
@@ -45,35 +44,17 @@ class InvalidRunRequest(DomainError):
 # --- start ------------------------------------------------------------------------------
 
 
-def _freeze(*, agent: Agent, version, caller) -> dict:
-    roles = user_role_names(caller)
-    spec = version.spec
-    tools = {t.name: t.spec() | {"handler": t.handler, "timeout_seconds": t.timeout_seconds}
-             for t in Tool.objects.select_related("approver_role").filter(name__in=spec["tools"], enabled=True, held=False)}
-    policies = policy_specs(agent_slug=agent.slug)
-    taint_role = settings.WARRANT.get("TAINT_APPROVER_ROLE", "")
-    return {
-        "agent": spec | {"slug": agent.slug, "version": version.version, "sha256": version.sha256},
-        "caller": {"username": caller.get_username(), "roles": roles},
-        "tools": tools,
-        "granted_tools": sorted(granted_tool_names(role_names=roles) & set(tools)),
-        "policies": [p.to_dict() for p in policies],
-        "policy_snapshot_sha256": snapshot_sha256(policies),
-        "skills": [s.spec() for s in Skill.objects.filter(status=Skill.Status.ACTIVE)],
-        "taint_approver_role": taint_role if Group.objects.filter(name=taint_role).exists() else "",
-        "limits": {
-            "max_approval_requests": settings.WARRANT["MAX_APPROVAL_REQUESTS_PER_RUN"],
-            "tool_result_context_chars": settings.WARRANT["TOOL_RESULT_CONTEXT_CHARS"],
-        },
-    }
-
-
 def _request_digest(agent_slug: str, input_text: str) -> str:
     return hashlib.sha256(f"{agent_slug}\x00{input_text}".encode()).hexdigest()
 
 
-def run_start(*, agent_slug: str, input_text: str, caller, idempotency_key: str | None = None) -> tuple[Run, bool]:
-    """Create a queued run with its governance frozen, and enqueue it. Returns (run, created)."""
+def run_start(*, agent_slug: str, input_text: str, caller, idempotency_key: str | None = None,
+              governance_stamp: str | None = None) -> tuple[Run, bool]:
+    """Create a queued run with its governance frozen, and enqueue it. Returns (run, created).
+
+    `governance_stamp`: the stamp read when the run was asked for (the API reads it with the
+    caller's permission); by default it is read here.
+    """
     if not isinstance(input_text, str) or not input_text.strip():
         raise InvalidRunRequest("input is required", details={"input": ["This field is required."]})
     if len(input_text) > MAX_INPUT_CHARS:
@@ -88,13 +69,12 @@ def run_start(*, agent_slug: str, input_text: str, caller, idempotency_key: str 
                 raise Unprocessable("this idempotency key was used for a different request",
                                     details={"idempotency_key": idempotency_key})
             return existing, False
-    agent = Agent.objects.filter(slug=agent_slug).first()
-    if agent is None:
+    governance, snapshot = governance_for(agent_slug=agent_slug, caller=caller, stamp=governance_stamp)
+    if governance is None:
         raise InvalidRunRequest(f"there is no agent {agent_slug!r}", details={"agent": [f"unknown agent {agent_slug!r}"]})
-    version = agent.current_version
-    if version is None:
+    if snapshot is None:
         raise Conflict(f"agent {agent_slug!r} has no published version", details={"agent": agent_slug})
-    snapshot = _freeze(agent=agent, version=version, caller=caller)
+    agent, version = governance.agent, governance.version
     try:
         run = _create(agent=agent, version=version, caller=caller, snapshot=snapshot, input_text=input_text,
                       idempotency_key=idempotency_key, digest=digest)
@@ -115,7 +95,8 @@ def _create(*, agent: Agent, version, caller, snapshot: dict, input_text: str, i
             state=harness.initial_state(input_text),
         )
         _event(run, "run_created", {"agent": agent.slug, "agent_version": snapshot["agent"]["version"],
-                                    "caller": snapshot["caller"], "policy_snapshot_sha256": run.policy_snapshot_sha256})
+                                    "caller": snapshot["caller"], "policy_snapshot_sha256": run.policy_snapshot_sha256},
+               seq=1)  # the run was inserted just now: nothing else has written its trace
         _enqueue(run.id)
     return run
 
@@ -138,13 +119,14 @@ def _publish(run_id: str) -> None:
         logger.exception("could not enqueue run %s; the reconciler will", run_id)
 
 
-def _event(run: Run, kind: str, data: dict, *, step: int | None = None) -> RunEvent:
+def _event(run: Run, kind: str, data: dict, *, step: int | None = None, seq: int | None = None) -> RunEvent:
     """Append to the run's trace. Callers hold the run's row lock (every writer of a run takes it)."""
-    last = RunEvent.objects.filter(run=run).order_by("-seq").values_list("seq", flat=True).first() or 0
+    if seq is None:
+        seq = (RunEvent.objects.filter(run=run).order_by("-seq").values_list("seq", flat=True).first() or 0) + 1
     # The trace is written redacted (secrets, card numbers, emails as configured): the run's own
     # state keeps what it needs to resume, the receipt keeps digests.
     data = redaction.redact(data, kinds=settings.WARRANT["REDACT"], secrets=redaction.env_secrets())
-    return RunEvent.objects.create(run=run, seq=last + 1, step=run.step if step is None else step, kind=kind, data=data)
+    return RunEvent.objects.create(run=run, seq=seq, step=run.step if step is None else step, kind=kind, data=data)
 
 
 # --- advance ----------------------------------------------------------------------------

@@ -254,3 +254,11 @@ def test_query_filters_document_that_they_need_a_value(compliance):
 def test_a_boolean_is_true_or_false_not_a_lookalike(admin, value):
     response = admin.patch("/api/v1/tools/calculator/", {"enabled": value}, format="json")
     assert response.status_code == 400 and set(response.json()["error"]["details"]) == {"enabled"}
+
+
+@override_settings(CELERY_TASK_ALWAYS_EAGER=False)
+def test_a_queued_run_is_answered_as_it_reads_back(operator):
+    """With a broker the run is answered from the row just written, not read again: the same answer."""
+    posted = operator.post("/api/v1/runs/", {"agent": "crm-assistant", "input": "How is Acme doing?"})
+    assert posted.status_code == 201 and posted.json()["status"] == "queued"
+    assert operator.get(f"/api/v1/runs/{posted.json()['id']}/").json() == posted.json()
