@@ -103,6 +103,7 @@ DATABASES = {
     "default": dj_database_url.parse(
         DATABASE_URL,
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+        conn_health_checks=True,  # a kept connection the server dropped is replaced, not used
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
