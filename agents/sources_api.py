@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from agents import sources
 from agents.api import TimeoutField, ToolOutputSerializer, _Paginated
 from agents.models import Tool, ToolSource
-from agents.services import ENV_VAR_NAME, HTTP_URL_PATTERN
+from agents.services import ENV_VAR_NAME, HTTP_URL_PATTERN, KeyEnvNameValidator
 from agents.sources import HEADER_NAME
 from governance.api import errors
 from governance.api_fields import StrictSerializer
@@ -51,8 +51,9 @@ class _SourceFields(StrictSerializer):
     base_url = serializers.RegexField(HTTP_URL_PATTERN, max_length=500, required=False, allow_blank=True,
                                       help_text="openapi: where calls go; default the document's first server.")
     auth_header = serializers.RegexField(HEADER_NAME.pattern, max_length=64, required=False, allow_blank=True)
-    auth_env = serializers.RegexField(ENV_VAR_NAME.regex.pattern, max_length=128, required=False, allow_blank=True,
-                                      help_text="Name of the environment variable holding the header's value, never the value.")
+    auth_env = serializers.CharField(max_length=128, required=False, allow_blank=True, validators=[KeyEnvNameValidator()],
+                                     help_text="Name of the environment variable holding the header's value, never the "
+                                               "value; not one of the platform's own (DJANGO_…, DATABASE…, WARRANT_…).")
     timeout_seconds = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
     approver_role = serializers.SlugRelatedField(slug_field="name", queryset=Group.objects.all(), required=False,
                                                  allow_null=True, help_text="Approves its side-effecting tools.")

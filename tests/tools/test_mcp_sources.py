@@ -227,12 +227,19 @@ def test_registering_a_source_through_the_api_validates_it(admin):
     bad = admin.post("/api/v1/tool-sources/", {"name": "x", "kind": "openapi", "url": "http://127.0.0.1:1/",
                                                "auth_header": "Authorization", "auth_env": "sk-live-123"}, format="json")
     assert bad.status_code == 400 and "auth_env" in bad.json()["error"]["details"]
+    bad = admin.post("/api/v1/tool-sources/", {"name": "x", "kind": "openapi", "url": "http://127.0.0.1:1/",
+                                               "auth_header": "Authorization", "auth_env": "PGPASSWORD"}, format="json")
+    assert bad.status_code == 400 and "secret of the platform" in bad.json()["error"]["details"]["auth_env"][0]
     ok = admin.post("/api/v1/tool-sources/", {"name": "clock", "kind": "mcp_stdio", "command": time_server_command()},
                     format="json")
     assert ok.status_code == 201
     synced = admin.post("/api/v1/tool-sources/clock/sync/", format="json")
     assert synced.status_code == 200 and len(synced.json()["created"]) == 2
     assert admin.get("/api/v1/tool-sources/clock/").json()["tools"] == ["clock__convert_time", "clock__get_current_time"]
+    again = admin.post("/api/v1/tool-sources/", {"name": "clock", "kind": "python", "path": "tests.tools.pyfuncs"},
+                       format="json")
+    assert again.status_code == 409 and again.json()["error"]["details"] == {"name": "clock"}
+    assert ToolSource.objects.get(name="clock").kind == "mcp_stdio"
 
 
 # --- the everything server (npm) ------------------------------------------------------------

@@ -73,10 +73,10 @@ def test_a_document_not_shaped_as_openapi_fails_the_sync_instead_of_crashing_it(
 
 
 def test_a_url_the_http_client_cannot_use_fails_the_sync(demo):
-    source = sources.tool_source_create(values={"name": "svc", "kind": "openapi", "url": "http://a:b/openapi.json"})
+    source = sources.tool_source_create(values={"name": "svc", "kind": "openapi", "url": "http://a..b/openapi.json"})
     report = sources.tool_source_sync(source=source)
     assert report["ok"] is False and report["error"]["code"] == "source_invalid"
-    assert "cannot fetch http://a:b/openapi.json" in report["error"]["message"]
+    assert "cannot fetch http://a..b/openapi.json" in report["error"]["message"]
 
 
 def test_a_document_path_that_is_not_a_regular_file_is_not_read(demo):
