@@ -99,7 +99,12 @@ def test_a_tool_name_taken_outside_the_source_refuses_the_whole_sync(admin):
     assert Tool.objects.get(name="py__nap").description == "someone else's"
 
 
-def test_a_python_path_naming_something_without_a_signature_fails_the_sync(demo):
-    source = sources.tool_source_create(values={"name": "py", "kind": "python", "path": "tests.tools.pyfuncs.Literal"})
-    report = sources.tool_source_sync(source=source)
-    assert report["ok"] is False and report["error"]["code"] == "source_invalid"
+def test_a_python_path_inside_the_allowed_modules_but_naming_no_tool_function_fails_the_sync(demo, settings):
+    # What a fuzzer reaches under WARRANT_PYTHON_TOOL_MODULES: a module's attributes, dunders included.
+    settings.WARRANT = settings.WARRANT | {"PYTHON_TOOL_MODULES": ["tests.tools.pyfuncs"]}
+    for number, path in enumerate(["tests.tools.pyfuncs.__class__", "tests.tools.pyfuncs.Literal",
+                                   "tests.tools.pyfuncs.SLEEPING", "tests.tools.pyfuncs.time"]):
+        source = sources.tool_source_create(values={"name": f"py{number}", "kind": "python", "path": path})
+        report = sources.tool_source_sync(source=source)
+        assert report["ok"] is False and report["error"]["code"] == "source_invalid", path
+        assert not Tool.objects.filter(tool_source=source).exists()
