@@ -76,7 +76,11 @@ def _decode(raw: bytes):
     try:
         return yaml.safe_load(raw)  # JSON is YAML
     except yaml.YAMLError as exc:
-        raise DocumentError(f"the document is neither JSON nor YAML: {exc}") from None
+        # Where and what, never the snippet PyYAML quotes: `path` may name any file the server can
+        # read, and the error is kept on the source and shown to whoever syncs it.
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise DocumentError(f"the document is neither JSON nor YAML: {getattr(exc, 'problem', None) or 'unreadable'}{where}") from None
 
 
 def _resolve(document: dict, node, depth: int = 0):

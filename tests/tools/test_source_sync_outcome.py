@@ -108,3 +108,13 @@ def test_a_python_path_inside_the_allowed_modules_but_naming_no_tool_function_fa
         report = sources.tool_source_sync(source=source)
         assert report["ok"] is False and report["error"]["code"] == "source_invalid", path
         assert not Tool.objects.filter(tool_source=source).exists()
+
+
+def test_a_file_that_is_not_a_document_is_not_quoted_back(demo, tmp_path):
+    secret = tmp_path / "credentials"
+    secret.write_text("password: hunter2\nsecret: [unclosed: x\n")
+    source = sources.tool_source_create(values={"name": "svc", "kind": "openapi", "path": str(secret)})
+    report = sources.tool_source_sync(source=source)
+    assert report["ok"] is False and report["error"]["code"] == "source_invalid"
+    assert "neither JSON nor YAML" in report["error"]["message"] and " at line " in report["error"]["message"]
+    assert "hunter2" not in report["error"]["message"] and "unclosed" not in report["error"]["message"]
