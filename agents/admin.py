@@ -51,10 +51,11 @@ class ToolSourceAdmin(admin.ModelAdmin):
     """Register MCP servers, OpenAPI services and Python modules; sync discovers their tools."""
 
     form = ToolSourceAdminForm
-    list_display = ["name", "kind", "enabled", "last_synced_at", "tool_count", "last_sync_error"]
-    list_filter = ["kind", "enabled"]
+    list_display = ["name", "kind", "enabled", "last_synced_at", "last_sync_ok", "tool_count", "last_sync_error"]
+    list_filter = ["kind", "enabled", "last_sync_ok"]
     search_fields = ["name", "description", "url", "path"]
-    readonly_fields = ["last_synced_at", "last_sync_error", "created_by", "created_at", "updated_at"]
+    readonly_fields = ["last_synced_at", "last_sync_ok", "last_sync_error_code", "last_sync_error", "created_by",
+                       "created_at", "updated_at"]
     actions = ["sync"]
 
     @admin.display(description="tools")
@@ -82,7 +83,11 @@ class ToolSourceAdmin(admin.ModelAdmin):
             except DomainError as exc:
                 self.message_user(request, exc.message, messages.ERROR)
                 continue
-            self.message_user(request, f"{source.name}: " + ", ".join(f"{len(v)} {k}" for k, v in report.items()),
+            if not report["ok"]:
+                self.message_user(request, f"{source.name}: {report['error']['message']}", messages.ERROR)
+                continue
+            counts = ", ".join(f"{len(report[k])} {k}" for k in ("created", "changed", "unchanged", "removed", "rejected"))
+            self.message_user(request, f"{source.name}: {counts}",
                               messages.WARNING if report["changed"] or report["removed"] else messages.SUCCESS)
 
 

@@ -289,8 +289,9 @@ class _ModelProfileFields(StrictSerializer):
                                       help_text="http(s) URL of the model server; empty for none.")
     model = serializers.CharField(max_length=128)
     api_key_env = serializers.CharField(
-        max_length=128, allow_blank=True, required=False, validators=[services.ENV_VAR_NAME],
-        help_text="Name of the environment variable holding the key (e.g. OPENAI_API_KEY), never the key.",
+        max_length=128, allow_blank=True, required=False, validators=[services.KeyEnvNameValidator()],
+        help_text="Name of the environment variable holding the key (e.g. OPENAI_API_KEY), never the key; not one "
+                  "of the platform's own (DJANGO_…, DATABASE…, WARRANT_…).",
     )
     connect_timeout = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
     read_timeout = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")

@@ -50,8 +50,12 @@ class ToolSource(models.Model):
         help_text="Approves calls to its side-effecting tools (defaults to the taint approver role).",
     )
     enabled = models.BooleanField(default=True)
-    last_synced_at = models.DateTimeField(null=True, blank=True)
-    last_sync_error = models.TextField(blank=True)
+    last_synced_at = models.DateTimeField(null=True, blank=True, help_text="When the last sync ended, whatever its outcome.")
+    last_sync_ok = models.BooleanField(
+        null=True, blank=True, help_text="Whether the last sync worked; empty until the first sync."
+    )
+    last_sync_error_code = models.CharField(max_length=32, blank=True, help_text="Why the last sync failed, as a code.")
+    last_sync_error = models.TextField(blank=True, help_text="Why the last sync failed; empty when it worked.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -1,6 +1,8 @@
 """Writes for agents: drafts, publishing (freezes the draft into an immutable version), model
 profiles and the tool registry."""
 
+import re
+
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import IntegrityError, transaction
@@ -55,10 +57,26 @@ def check_key_env_name(name: str) -> None:
     if name.startswith(PLATFORM_SECRET_PREFIXES) or name == "SECRET_KEY":
         raise ValidationError(f"{name} holds a secret of the platform itself and is never sent to a model or tool "
                               "server; put the key in a variable of its own, e.g. OPENAI_API_KEY.")
+
+
+class KeyEnvNameValidator(RegexValidator):
+    """check_key_env_name as a field validator whose regex says the same (the API schema's `pattern`),
+    with check_key_env_name's messages."""
+
+    regex = (r"^(?!(?:" + "|".join(map(re.escape, PLATFORM_SECRET_PREFIXES)) + r")|SECRET_KEY\Z)"
+             + ENV_VAR_NAME.regex.pattern.removeprefix("^"))
+
+    def __call__(self, value):
+        check_key_env_name(value)
+
+
 # An http(s) URL with a host. Laxer than Django's URLValidator on purpose: model servers in a
 # private network are often reached by bare host names (http://ollama:11434/v1) it refuses.
-HTTP_URL_PATTERN = r"^https?://[^\s/?#@]+(?:[/?#]\S*)?$"
-HTTP_URL = RegexValidator(HTTP_URL_PATTERN, "Must be an http:// or https:// URL with a host, e.g. http://ollama:11434/v1.")
+# The host is ASCII and bracket-free (an IDN in its punycode form): URL parsers refuse or rewrite
+# the rest (urlsplit raises on "http://[" or on characters NFKC turns into '/', '#' or '@').
+HTTP_URL_PATTERN = r"^https?://[A-Za-z0-9._~%-]+(?::[0-9]{1,5})?(?:[/?#]\S*)?$"
+HTTP_URL = RegexValidator(HTTP_URL_PATTERN, "Must be an http:// or https:// URL with a host name or IPv4 address in "
+                                            "ASCII and an optional port, e.g. http://ollama:11434/v1.")
 
 MAX_TIMEOUT_SECONDS = 600.0
 MAX_RETRIES = 10

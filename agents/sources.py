@@ -18,10 +18,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.models import Tool, ToolSource, tool_fingerprint
-from agents.services import ENV_VAR_NAME, HTTP_URL, check_key_env_name, timeout_validator
+from agents.services import ENV_VAR_NAME, HTTP_URL, _save_new, check_key_env_name, timeout_validator
 from agents.tools import mcp, openapi, pytools
 from agents.tools.deadline import ToolTimeout
-from governance.api_errors import Conflict, DomainError
+from governance.api_errors import Conflict
 
 logger = logging.getLogger(__name__)
 
@@ -30,9 +30,24 @@ SOURCE_FIELDS = ("description", "command", "env_passthrough", "url", "document",
 HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 
 
-class SourceSyncFailed(DomainError):
-    status_code = 502
-    code = "source_unavailable"
+# Why a sync failed, as recorded on the source and reported with `ok: false`. A source that cannot
+# be reached or offers something unusable is a fact about the source, not a refused request: the
+# sync answers with its report (like a model profile's test), and the source's tools are untouched.
+SYNC_ERROR_CODES = {
+    "source_unavailable": "the source could not be reached or did not answer as its kind should",
+    "source_timeout": "the source did not answer within the source's timeout",
+    "source_invalid": "the source answered, but what it offers cannot be registered "
+                      "(an unusable document or signature, two tools under one name)",
+    "source_not_allowed": "the source as stored breaks this deployment's rules (a program or module "
+                          "no longer allowed, a field no longer valid)",
+    "tool_name_taken": "a tool it offers would take the name of a tool outside this source (the sync answers 409)",
+}
+
+
+class _SyncFailed(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code, self.message = code, message
 
 
 def tool_source_check(source: ToolSource) -> None:
@@ -99,8 +114,7 @@ def tool_source_create(*, values: dict, user=None) -> ToolSource:
     source = ToolSource(name=values.get("name", ""), kind=values.get("kind", ""), created_by=user)
     _apply(source, values)
     tool_source_check(source)
-    source.full_clean()
-    source.save()
+    _save_new(source, key="name")  # a name already taken is a conflict (409)
     return source
 
 
@@ -145,46 +159,92 @@ def _approver_role(source: ToolSource) -> Group | None:
 
 
 def tool_source_sync(*, source: ToolSource) -> dict:
-    """Discover the source's tools and reconcile the registry. Slow I/O first, then one transaction."""
+    """Discover the source's tools and reconcile the registry. Slow I/O first, then one transaction.
+
+    The report says `ok` and what was created, changed, held or left out; a failed sync reports
+    its error, records it on the source and changes none of its tools. The one refusal is a
+    discovered tool whose name is taken outside the source (Conflict, recorded as well).
+    """
     source = ToolSource.objects.select_related("approver_role").get(pk=source.pk)  # as stored now, not as the caller last saw it
     try:
-        found = _discover(source)
-    except (mcp.SourceUnavailable, openapi.DocumentError, pytools.SignatureError) as exc:
-        ToolSource.objects.filter(pk=source.pk).update(last_sync_error=str(exc)[:2000])
-        raise SourceSyncFailed(f"cannot sync {source.name}: {exc}") from None
-    except ToolTimeout:
-        message = f"{source.name} did not answer within {source.timeout_seconds:g} seconds"
-        ToolSource.objects.filter(pk=source.pk).update(last_sync_error=message)
-        raise SourceSyncFailed(f"cannot sync {source.name}: {message}") from None
-    names = [entry["remote_name"] for entry in found]
-    if len(set(names)) != len(names):
-        raise SourceSyncFailed(f"{source.name} offers two tools under one name")
+        found = _discover_checked(source)
+    except _SyncFailed as failure:
+        return _sync_outcome(source, error=failure)
     rejected = [{"name": entry["remote_name"], "reason": problem} for entry in found
                 if (problem := _entry_problem(entry))]
     found = [entry for entry in found if not _entry_problem(entry)]
+    local_names = [_tool_name(source, entry["remote_name"]) for entry in found]
+    if len(set(local_names)) != len(local_names):
+        clash = sorted({name for name in local_names if local_names.count(name) > 1})
+        return _sync_outcome(source, error=_SyncFailed(
+            "source_invalid", f"{source.name} offers tools whose names become one tool name: {', '.join(clash)}"))
     report = {"created": [], "changed": [], "unchanged": [], "removed": []}
-    with transaction.atomic():
-        discovered_base_url = source.base_url
-        source = ToolSource.objects.select_for_update().get(pk=source.pk)
-        source.base_url = source.base_url or discovered_base_url
-        existing = {t.remote_name: t for t in Tool.objects.select_for_update().filter(tool_source=source)}
-        for entry in found:
-            tool = existing.pop(entry["remote_name"], None)
-            if tool is None:
-                tool = _create(source, entry)
-                report["created"].append(tool.name)
-            elif _reconcile(tool, entry):
-                report["changed"].append(tool.name)
-            else:
-                report["unchanged"].append(tool.name)
-        for tool in existing.values():
-            if not (tool.held and (tool.pending_change or {}).get("removed")):
-                _hold(tool, {"removed": True, "detected_at": timezone.now().isoformat()})
-            report["removed"].append(tool.name)
-        source.last_synced_at = timezone.now()
-        source.last_sync_error = ""
-        source.save(update_fields=["base_url", "last_synced_at", "last_sync_error", "updated_at"])
-    return {key: sorted(names) for key, names in report.items()} | {"rejected": rejected}
+    try:
+        # All or nothing: a failure part-way (a name taken, a database error) leaves no tool changed.
+        with transaction.atomic():
+            discovered_base_url = source.base_url
+            source = ToolSource.objects.select_for_update().get(pk=source.pk)
+            source.base_url = source.base_url or discovered_base_url
+            existing = {t.remote_name: t for t in Tool.objects.select_for_update().filter(tool_source=source)}
+            for entry in found:
+                tool = existing.pop(entry["remote_name"], None)
+                if tool is None:
+                    tool = _create(source, entry)
+                    report["created"].append(tool.name)
+                elif _reconcile(tool, entry):
+                    report["changed"].append(tool.name)
+                else:
+                    report["unchanged"].append(tool.name)
+            for tool in existing.values():
+                if not (tool.held and (tool.pending_change or {}).get("removed")):
+                    _hold(tool, {"removed": True, "detected_at": timezone.now().isoformat()})
+                report["removed"].append(tool.name)
+            source.last_synced_at = timezone.now()
+            source.last_sync_ok, source.last_sync_error_code, source.last_sync_error = True, "", ""
+            source.save(update_fields=["base_url", "last_synced_at", "last_sync_ok", "last_sync_error_code",
+                                       "last_sync_error", "updated_at"])
+    except Conflict as exc:
+        _sync_outcome(source, error=_SyncFailed("tool_name_taken", exc.message))
+        raise
+    return _report(ok=True, synced_at=source.last_synced_at, error=None,
+                   tools={key: sorted(names) for key, names in report.items()}, rejected=rejected)
+
+
+def _discover_checked(source: ToolSource) -> list[dict]:
+    """What the source offers now; _SyncFailed when it cannot say, or must not be asked."""
+    try:
+        # Checked again: the deployment's allowed programs and modules may have narrowed since it was saved.
+        tool_source_check(source)
+    except ValidationError as exc:
+        problems = "; ".join(f"{field}: {' '.join(messages)}" for field, messages in exc.message_dict.items())
+        raise _SyncFailed("source_not_allowed", f"{source.name} cannot be synced as stored: {problems}") from None
+    try:
+        found = _discover(source)
+    except mcp.SourceUnavailable as exc:
+        raise _SyncFailed("source_unavailable", f"cannot sync {source.name}: {exc}") from None
+    except (openapi.DocumentError, pytools.SignatureError) as exc:
+        raise _SyncFailed("source_invalid", f"cannot sync {source.name}: {exc}") from None
+    except ToolTimeout:
+        raise _SyncFailed("source_timeout", f"cannot sync {source.name}: it did not answer within "
+                                            f"{source.timeout_seconds:g} seconds") from None
+    names = [entry["remote_name"] for entry in found]
+    if len(set(names)) != len(names):
+        raise _SyncFailed("source_invalid", f"{source.name} offers two tools under one name")
+    return found
+
+
+def _sync_outcome(source: ToolSource, *, error: _SyncFailed) -> dict:
+    """Record a failed sync on the source (its tools stay as they were) and report it."""
+    now = timezone.now()
+    ToolSource.objects.filter(pk=source.pk).update(
+        last_synced_at=now, last_sync_ok=False, last_sync_error_code=error.code, last_sync_error=error.message[:2000])
+    logger.warning("tool source %s: sync failed (%s): %s", source.name, error.code, error.message)
+    return _report(ok=False, synced_at=now, error={"code": error.code, "message": error.message},
+                   tools={key: [] for key in ("created", "changed", "unchanged", "removed")}, rejected=[])
+
+
+def _report(*, ok: bool, synced_at, error: dict | None, tools: dict, rejected: list) -> dict:
+    return {"ok": ok, "synced_at": synced_at, "error": error, **tools, "rejected": rejected}
 
 
 MAX_DESCRIPTION_CHARS = 8_000

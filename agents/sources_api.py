@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from agents import sources
 from agents.api import TimeoutField, ToolOutputSerializer, _Paginated
 from agents.models import Tool, ToolSource
-from agents.services import ENV_VAR_NAME, HTTP_URL_PATTERN
+from agents.services import ENV_VAR_NAME, HTTP_URL_PATTERN, KeyEnvNameValidator
 from agents.sources import HEADER_NAME
 from governance.api import errors
 from governance.api_fields import StrictSerializer
@@ -29,15 +29,18 @@ class ToolSourceOutputSerializer(serializers.ModelSerializer):
         fields = [
             "name", "kind", "description", "command", "env_passthrough", "url", "document", "path", "base_url",
             "auth_header", "auth_env", "timeout_seconds", "approver_role", "enabled", "tools", "last_synced_at",
-            "last_sync_error", "created_at", "updated_at",
+            "last_sync_ok", "last_sync_error_code", "last_sync_error", "created_at", "updated_at",
         ]
+        # What the last sync found is written by syncs only (agents.sources.tool_source_sync).
+        read_only_fields = ["last_synced_at", "last_sync_ok", "last_sync_error_code", "last_sync_error"]
 
 
 class _SourceFields(StrictSerializer):
     description = serializers.CharField(required=False, allow_blank=True)
     command = serializers.ListField(child=serializers.CharField(max_length=1000), max_length=64, required=False,
                                     help_text="mcp_stdio: the program and its arguments, e.g. [\"mcp-server-time\"].")
-    env_passthrough = serializers.ListField(child=serializers.CharField(max_length=128), max_length=64, required=False,
+    env_passthrough = serializers.ListField(child=serializers.RegexField(ENV_VAR_NAME.regex.pattern, max_length=128),
+                                            max_length=64, required=False,
                                             help_text="mcp_stdio: environment variables the server process may see.")
     # RegexFields, so that the schema states the rules that agents.sources checks.
     url = serializers.RegexField(HTTP_URL_PATTERN, max_length=500, required=False, allow_blank=True,
@@ -48,8 +51,9 @@ class _SourceFields(StrictSerializer):
     base_url = serializers.RegexField(HTTP_URL_PATTERN, max_length=500, required=False, allow_blank=True,
                                       help_text="openapi: where calls go; default the document's first server.")
     auth_header = serializers.RegexField(HEADER_NAME.pattern, max_length=64, required=False, allow_blank=True)
-    auth_env = serializers.RegexField(ENV_VAR_NAME.regex.pattern, max_length=128, required=False, allow_blank=True,
-                                      help_text="Name of the environment variable holding the header's value, never the value.")
+    auth_env = serializers.CharField(max_length=128, required=False, allow_blank=True, validators=[KeyEnvNameValidator()],
+                                     help_text="Name of the environment variable holding the header's value, never the "
+                                               "value; not one of the platform's own (DJANGO_…, DATABASE…, WARRANT_…).")
     timeout_seconds = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
     approver_role = serializers.SlugRelatedField(slug_field="name", queryset=Group.objects.all(), required=False,
                                                  allow_null=True, help_text="Approves its side-effecting tools.")
@@ -109,7 +113,17 @@ class ToolSourceDetailApi(GenericAPIView):
         return Response(self.get_serializer(source).data)
 
 
+class SyncErrorSerializer(serializers.Serializer):
+    code = serializers.ChoiceField(choices=sorted(sources.SYNC_ERROR_CODES), help_text="; ".join(
+        f"{code}: {meaning}" for code, meaning in sources.SYNC_ERROR_CODES.items()))
+    message = serializers.CharField()
+
+
 class SyncReportSerializer(serializers.Serializer):
+    ok = serializers.BooleanField(help_text="Whether the sync worked. When it did not, `error` says why, the "
+                                            "source records it (last_sync_ok, last_sync_error) and no tool changed.")
+    synced_at = serializers.DateTimeField()
+    error = SyncErrorSerializer(allow_null=True, help_text="Null when the sync worked.")
     created = serializers.ListField(child=serializers.CharField(), help_text="New tools: disabled, granted to no role.")
     changed = serializers.ListField(child=serializers.CharField(), help_text="Held: changed since approval.")
     unchanged = serializers.ListField(child=serializers.CharField())
@@ -126,10 +140,13 @@ class ToolSourceSyncApi(GenericAPIView):
 
     @extend_schema(operation_id="tool_sources_sync", request=None,
                    description="Discover the source's tools. New ones arrive disabled and granted to no role; "
-                               "a tool whose description or schema changed is held until re-approved.",
-                   responses={200: SyncReportSerializer, **errors(403, 404, 409, 502)})
+                               "a tool whose description or schema changed is held until re-approved. "
+                               "200 whether or not the source could be reached or used; `ok` says which, and a "
+                               "failed sync changes no tool. 409 when a tool it offers would take the name of a "
+                               "tool outside the source (recorded on the source too).",
+                   responses={200: SyncReportSerializer, **errors(403, 404, 409)})
     def post(self, request, name):
-        return Response(sources.tool_source_sync(source=self.get_object()))
+        return Response(self.get_serializer(sources.tool_source_sync(source=self.get_object())).data)
 
 
 class ToolApproveChangeApi(GenericAPIView):

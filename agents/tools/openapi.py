@@ -45,7 +45,12 @@ def load_document(source: ToolSource) -> dict:
         document = source.document
     elif source.path:
         try:
-            document = _decode(Path(source.path).read_bytes()[: MAX_DOCUMENT_BYTES + 1])
+            # Opening a FIFO blocks and a device (/dev/zero) never ends: documents are regular files.
+            if not Path(source.path).is_file():
+                raise DocumentError(f"cannot read {source.path}: not a regular file")
+            with Path(source.path).open("rb") as file:
+                raw = file.read(MAX_DOCUMENT_BYTES + 1)
+            document = _decode(raw)
         except OSError as exc:
             raise DocumentError(f"cannot read {source.path}: {exc.strerror}") from None
     elif source.url:
@@ -53,7 +58,7 @@ def load_document(source: ToolSource) -> dict:
             response = httpx.get(source.url, headers=credential_headers(source),
                                  timeout=httpx.Timeout(source.timeout_seconds), follow_redirects=False)
             response.raise_for_status()
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:  # a URL httpx cannot use is no document either
             raise DocumentError(f"cannot fetch {source.url}: {exc}") from None
         document = _decode(response.content[: MAX_DOCUMENT_BYTES + 1])
     else:
@@ -71,7 +76,11 @@ def _decode(raw: bytes):
     try:
         return yaml.safe_load(raw)  # JSON is YAML
     except yaml.YAMLError as exc:
-        raise DocumentError(f"the document is neither JSON nor YAML: {exc}") from None
+        # Where and what, never the snippet PyYAML quotes: `path` may name any file the server can
+        # read, and the error is kept on the source and shown to whoever syncs it.
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise DocumentError(f"the document is neither JSON nor YAML: {getattr(exc, 'problem', None) or 'unreadable'}{where}") from None
 
 
 def _resolve(document: dict, node, depth: int = 0):
@@ -116,6 +125,15 @@ def _name(operation: dict, method: str, path: str) -> str:
 
 
 def operations(document: dict) -> list[Operation]:
+    """Every operation as a tool. The document is untrusted: a part not shaped as OpenAPI 3 says
+    (a path item that is a number, a parameter without a name) makes it unusable, not a crash."""
+    try:
+        return _operations(document)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise DocumentError(f"the document is not shaped as OpenAPI 3 describes ({type(exc).__name__}: {exc})") from None
+
+
+def _operations(document: dict) -> list[Operation]:
     found = []
     for path, item in document["paths"].items():
         item = _resolve(document, item)
@@ -167,7 +185,10 @@ def _operation(document, method, path, operation, shared) -> Operation:
 
 def default_base_url(source: ToolSource, document: dict) -> str:
     servers = document.get("servers") or [{"url": "/"}]
-    return urljoin(source.url or "", servers[0].get("url", "/"))
+    first = servers[0] if isinstance(servers, list) else None
+    if not isinstance(first, dict) or not isinstance(first.get("url", "/"), str):
+        raise DocumentError("the document's 'servers' is not a list of objects with a 'url'")
+    return urljoin(source.url or "", first.get("url", "/"))
 
 
 def call(source: ToolSource, *, binding: dict, arguments: dict, timeout: float):

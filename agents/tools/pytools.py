@@ -64,8 +64,12 @@ def describe(path: str, func) -> FunctionTool:
         hints = typing.get_type_hints(func, include_extras=True)
     except Exception as exc:
         raise SignatureError(f"{path}: its type hints cannot be resolved ({exc})") from None
+    try:
+        parameters = inspect.signature(func).parameters
+    except (TypeError, ValueError) as exc:  # a class or builtin without a signature Python can read
+        raise SignatureError(f"{path}: its signature cannot be read ({exc})") from None
     properties, required = {}, []
-    for name, param in inspect.signature(func).parameters.items():
+    for name, param in parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
             raise SignatureError(f"{path}: parameter {name!r} must be a plain or keyword-only parameter")
         if hints.get(name) is ToolContext:
@@ -83,7 +87,7 @@ def describe(path: str, func) -> FunctionTool:
         schema["required"] = required
     doc = inspect.getdoc(func) or ""
     description = doc.split("\n\n")[0].replace("\n", " ").strip() or f"The Python function {path}."
-    name = re.sub(r"[^A-Za-z0-9_-]+", "_", func.__name__)[:48]
+    name = re.sub(r"[^A-Za-z0-9_-]+", "_", getattr(func, "__name__", path.rpartition(".")[2]))[:48]
     return FunctionTool(name=name, handler=path, description=description, input_schema=schema)
 
 

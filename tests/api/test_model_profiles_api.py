@@ -1,6 +1,7 @@
 """Model profiles over the API: no secret ever goes in or comes out; fallbacks stay a DAG."""
 
 import json
+import re
 
 import pytest
 
@@ -155,7 +156,8 @@ def test_a_base_url_may_name_a_bare_host_of_a_private_network(admin, url):
     assert response.json()["base_url"] == url
 
 
-@pytest.mark.parametrize("url", ["ftp://files.example/v1", "http://", "ollama:11434", "http://a b/", "http://user@host/"])
+@pytest.mark.parametrize("url", ["ftp://files.example/v1", "http://", "ollama:11434", "http://a b/", "http://user@host/",
+                                 "http://[::1/v1", "http://ollama:port/", "http://ｏllama\uff03x/"])
 def test_a_base_url_that_is_not_http_with_a_host_is_refused(admin, url):
     response = create(admin, base_url=url)
     assert response.status_code == 400 and set(error(response)["details"]) == {"base_url"}
@@ -167,3 +169,14 @@ def test_a_profile_may_not_send_the_platforms_own_secrets(admin, name):
     assert response.status_code == 400 and set(error(response)["details"]) == {"api_key_env"}
     assert "secret of the platform" in error(response)["details"]["api_key_env"][0]
     assert not ModelProfile.objects.filter(name="local-llama").exists()
+
+
+def test_the_schema_states_which_key_variables_are_refused(admin):
+    # The fuzzer (and any client) reads the rule from the pattern instead of meeting it as a 400.
+    schemas = admin.get("/api/v1/schema/?format=json").json()["components"]["schemas"]
+    for component, field in (("ModelProfileCreateRequest", "api_key_env"), ("ToolSourceCreateRequest", "auth_env"),
+                             ("PatchedToolSourceUpdateRequest", "auth_env")):
+        [named, _blank] = schemas[component]["properties"][field]["oneOf"]
+        pattern = re.compile(named["pattern"])
+        assert not any(pattern.search(name) for name in ("PGPASSWORD", "DJANGO_SECRET_KEY", "SECRET_KEY", "sk-live"))
+        assert all(pattern.search(name) for name in ("OPENAI_API_KEY", "SECRET_KEYS", "MY_PG"))

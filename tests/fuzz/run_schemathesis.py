@@ -4,8 +4,10 @@
     .venv/bin/python tests/fuzz/run_schemathesis.py        (or just tests/fuzz/run_schemathesis.py)
 
 1. A fresh SQLite database in a temporary directory (DATABASE_URL), migrated, with the demo
-   loaded, a second operator `operator2` (role operators) and API tokens for operator,
-   operator2 and admin.
+   loaded, a second operator `operator2` (role operators), API tokens for operator,
+   operator2 and admin, and one tool source of each kind (TOOL_SOURCES). The server may start
+   only `true` for an mcp_stdio source and import only tests.tools.pyfuncs for a python one
+   (WARRANT_MCP_STDIO_COMMANDS, WARRANT_PYTHON_TOOL_MODULES), whatever the fuzzer sends.
 2. `gunicorn governance.wsgi` on a free loopback port with DJANGO_DEBUG=0 and throttles raised.
 3. `schemathesis run http://127.0.0.1:<port>/api/v1/schema/` (the live schema, loaded with the
    persona's token), twice:
@@ -29,7 +31,8 @@ Schemathesis is told only what it cannot know from the schema (SCHEMATHESIS_CONF
 hooks below), each for a stated reason:
   - no NUL bytes in strings (Django refuses them in every text field, by design);
   - the names of demo objects (agent, tools, roles, model profile, a SKILL.md) for body fields
-    that must name an existing object; negative cases still get schema-violating values;
+    that must name an existing object, and of the tool sources for their paths; negative cases
+    still get schema-violating values;
   - fresh Idempotency-Keys (`before_call`): the generator repeats short strings, and the same key
     with another body is a 422 by contract;
   - a 400 refusing schema-valid data only for such cross-object or cross-field rules ("no role
@@ -123,6 +126,22 @@ values = [{incident_summary}]
 "body.model_profile" = {{ dictionary = "profiles" }}
 "body.backend" = {{ dictionary = "profiles" }}
 "body.source" = {{ dictionary = "skill_sources" }}
+
+[dictionaries.tool_sources]
+values = {tool_sources}
+
+# A tool source is read, changed and synced by name: name the ones the database holds.
+[[operations]]
+include-name = "GET /api/v1/tool-sources/{{name}}/"
+parameters = {{ "path.name" = {{ dictionary = "tool_sources" }} }}
+
+[[operations]]
+include-name = "PATCH /api/v1/tool-sources/{{name}}/"
+parameters = {{ "path.name" = {{ dictionary = "tool_sources" }} }}
+
+[[operations]]
+include-name = "POST /api/v1/tool-sources/{{name}}/sync/"
+parameters = {{ "path.name" = {{ dictionary = "tool_sources" }} }}
 
 # A skill cannot be renamed: a new SKILL.md for a skill must carry that skill's name.
 [[operations]]
@@ -328,16 +347,32 @@ peer.set_password(%r)
 peer.save()
 peer.groups.add(Group.objects.get(name="operators"))
 from agents.models import Tool
+from agents.sources import tool_source_create
 tokens = {name: Token.objects.get_or_create(user=User.objects.get(username=name))[0].key
           for name in ("operator", "operator2", "admin")}
+for values in %r:
+    tool_source_create(values=values)
 print(json.dumps({"tokens": tokens, "tools": sorted(Tool.objects.values_list("name", flat=True))}))
 """
+
+# One tool source of each kind, so that reads, changes and syncs of tool sources meet real rows
+# (a generated name almost never names one). Each is as harmless as the server's allow-lists:
+# `true` exits at once, port 9 on loopback refuses, the document has no servers to call.
+TOOL_SOURCES = [
+    {"name": "fuzz-py", "kind": "python", "path": "tests.tools.pyfuncs", "timeout_seconds": 5},
+    {"name": "fuzz-stdio", "kind": "mcp_stdio", "command": ["true"], "timeout_seconds": 5},
+    {"name": "fuzz-http", "kind": "mcp_http", "url": "http://127.0.0.1:9/mcp", "timeout_seconds": 5},
+    {"name": "fuzz-doc", "kind": "openapi", "timeout_seconds": 5, "document": {
+        "openapi": "3.0.3", "info": {"title": "fuzz", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9/"}],
+        "paths": {"/notes/{id}": {"get": {"operationId": "read_note", "summary": "Read a note.", "parameters": [
+            {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}]}}}}},
+]
 
 
 def _prepare_database(env: dict[str, str]) -> dict:
     _manage(env, "migrate", "--noinput")
     _manage(env, "load_demo")
-    output = _manage(env, "shell", "-c", CREATE_PEER_AND_TOKENS % PASSWORD)
+    output = _manage(env, "shell", "-c", CREATE_PEER_AND_TOKENS % (PASSWORD, TOOL_SOURCES))
     return json.loads(output.strip().splitlines()[-1])
 
 
@@ -400,7 +435,7 @@ def _schemathesis(*, base: str, persona: str, tokens: dict[str, str], peers: lis
     new_skill = incident_summary.replace("name: incident-summary", "name: fuzz-new-skill", 1)
     config.write_text(SCHEMATHESIS_CONFIG.format(
         wfc=wfc, user=persona, peers=f"peers = {json.dumps(peers)}" if len(peers) > 1 else "",
-        tools=json.dumps(tools), new_skill=json.dumps(new_skill), incident_summary=json.dumps(incident_summary)))
+        tools=json.dumps(tools), tool_sources=json.dumps([source["name"] for source in TOOL_SOURCES]), new_skill=json.dumps(new_skill), incident_summary=json.dumps(incident_summary)))
     report_dir = results / persona
     command = [
         sys.executable, "-m", "schemathesis.cli", "--config-file", str(config),
@@ -408,10 +443,6 @@ def _schemathesis(*, base: str, persona: str, tokens: dict[str, str], peers: lis
         # The schema itself needs a logged-in user.
         "--header", f"Authorization: Token {tokens[persona]}",
         "--phases", "examples,coverage,fuzzing,stateful",
-        # Tool sources (issue #7) start programs and call servers on sync; they are not yet clean
-        # under the fuzzer (a sync of an unreachable source answered 502), so they are left out
-        # until that issue's follow-up hardens them. Every other operation is fuzzed.
-        "--exclude-path-regex", "^/api/v1/tool-sources/",
         "--max-examples", str(args.max_examples),
         "--max-time", str(args.operator_time if persona == "operator" else args.admin_time),
         "--workers", str(args.workers),

@@ -48,11 +48,12 @@ def test_a_sync_discovers_the_time_servers_tools_disabled_and_granted_to_no_role
     tool = Tool.objects.get(name="clock__get_current_time")
     assert tool.remote_name == "get_current_time" and tool.input_schema["required"] == ["timezone"]
     assert "Europe/London" in tool.input_schema["properties"]["timezone"]["description"]
-    assert sources.tool_source_sync(source=source) == {
-        "created": [], "changed": [], "unchanged": ["clock__convert_time", "clock__get_current_time"], "removed": [],
-        "rejected": []}
+    again = sources.tool_source_sync(source=source)
+    assert again == {
+        "ok": True, "synced_at": again["synced_at"], "error": None, "created": [], "changed": [],
+        "unchanged": ["clock__convert_time", "clock__get_current_time"], "removed": [], "rejected": []}
     source.refresh_from_db()
-    assert source.last_synced_at is not None and source.last_sync_error == ""
+    assert (source.last_synced_at, source.last_sync_ok, source.last_sync_error) == (again["synced_at"], True, "")
 
 
 def test_an_ungranted_mcp_tool_is_neither_listed_to_the_model_nor_callable(replay_agent):
@@ -182,10 +183,43 @@ def test_a_server_that_cannot_start_fails_the_sync_with_a_readable_error(admin):
                                                     "command": ["/nonexistent/mcp-server"]}, format="json")
     assert response.status_code == 201, response.json()
     response = admin.post("/api/v1/tool-sources/broken/sync/", format="json")
-    assert response.status_code == 502
-    assert response.json()["error"]["code"] == "source_unavailable"
-    assert ToolSource.objects.get(name="broken").last_sync_error
+    # The source is down, the request was fine: a report saying so, as a model profile's test does.
+    assert response.status_code == 200, response.json()
+    report = response.json()
+    assert report["ok"] is False and report["error"]["code"] == "source_unavailable"
+    assert "/nonexistent/mcp-server" in report["error"]["message"]
+    assert report["created"] == report["changed"] == report["removed"] == []
+    shown = admin.get("/api/v1/tool-sources/broken/").json()
+    assert (shown["last_sync_ok"], shown["last_sync_error_code"]) == (False, "source_unavailable")
+    assert shown["last_sync_error"] == report["error"]["message"] and shown["last_synced_at"]
     assert not Tool.objects.filter(tool_source__name="broken").exists()
+
+
+def test_a_server_gone_down_leaves_the_tools_it_offered_as_they_were(admin):
+    assert admin.post("/api/v1/tool-sources/", {"name": "clock", "kind": "mcp_stdio", "command": time_server_command()},
+                      format="json").status_code == 201
+    assert admin.post("/api/v1/tool-sources/clock/sync/", format="json").json()["ok"] is True
+    _enable_and_grant(Tool.objects.get(name="clock__get_current_time"))
+    before = {t.name: _spec(t) | {"held": t.held, "enabled": t.enabled} for t in Tool.objects.filter(tool_source__name="clock")}
+    assert admin.patch("/api/v1/tool-sources/clock/", {"command": ["/nonexistent/mcp-server"]},
+                       format="json").status_code == 200
+    report = admin.post("/api/v1/tool-sources/clock/sync/", format="json").json()
+    assert report["ok"] is False and report["error"]["code"] == "source_unavailable"
+    after = {t.name: _spec(t) | {"held": t.held, "enabled": t.enabled} for t in Tool.objects.filter(tool_source__name="clock")}
+    assert after == before  # not held as removed: a server that cannot be asked said nothing about its tools
+    source = ToolSource.objects.get(name="clock")
+    assert source.last_sync_ok is False and "/nonexistent/mcp-server" in source.last_sync_error
+
+
+def test_a_sync_starts_no_program_the_deployment_no_longer_allows(admin, settings):
+    assert admin.post("/api/v1/tool-sources/", {"name": "clock", "kind": "mcp_stdio", "command": time_server_command()},
+                      format="json").status_code == 201
+    settings.WARRANT = settings.WARRANT | {"MCP_STDIO_COMMANDS": ["some-other-server"]}
+    report = admin.post("/api/v1/tool-sources/clock/sync/", format="json").json()
+    assert report["ok"] is False and report["error"]["code"] == "source_not_allowed"
+    assert "not among the programs" in report["error"]["message"]
+    assert not Tool.objects.filter(tool_source__name="clock").exists()
+    assert ToolSource.objects.get(name="clock").last_sync_error_code == "source_not_allowed"
 
 
 def test_registering_a_source_through_the_api_validates_it(admin):
@@ -196,12 +230,19 @@ def test_registering_a_source_through_the_api_validates_it(admin):
     bad = admin.post("/api/v1/tool-sources/", {"name": "x", "kind": "openapi", "url": "http://127.0.0.1:1/",
                                                "auth_header": "Authorization", "auth_env": "sk-live-123"}, format="json")
     assert bad.status_code == 400 and "auth_env" in bad.json()["error"]["details"]
+    bad = admin.post("/api/v1/tool-sources/", {"name": "x", "kind": "openapi", "url": "http://127.0.0.1:1/",
+                                               "auth_header": "Authorization", "auth_env": "PGPASSWORD"}, format="json")
+    assert bad.status_code == 400 and "secret of the platform" in bad.json()["error"]["details"]["auth_env"][0]
     ok = admin.post("/api/v1/tool-sources/", {"name": "clock", "kind": "mcp_stdio", "command": time_server_command()},
                     format="json")
     assert ok.status_code == 201
     synced = admin.post("/api/v1/tool-sources/clock/sync/", format="json")
     assert synced.status_code == 200 and len(synced.json()["created"]) == 2
     assert admin.get("/api/v1/tool-sources/clock/").json()["tools"] == ["clock__convert_time", "clock__get_current_time"]
+    again = admin.post("/api/v1/tool-sources/", {"name": "clock", "kind": "python", "path": "tests.tools.pyfuncs"},
+                       format="json")
+    assert again.status_code == 409 and again.json()["error"]["details"] == {"name": "clock"}
+    assert ToolSource.objects.get(name="clock").kind == "mcp_stdio"
 
 
 # --- the everything server (npm) ------------------------------------------------------------

@@ -35,10 +35,9 @@ class Command(BaseCommand):
                 row = sources.tool_source_update(source=row, values={"path": path})
         except ValidationError as exc:
             raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from None
-        try:
-            report = sources.tool_source_sync(source=row)
-        except sources.SourceSyncFailed as exc:
-            raise CommandError(exc.message) from None
+        report = sources.tool_source_sync(source=row)
+        if not report["ok"]:
+            raise CommandError(report["error"]["message"])
         if side_effect and report["created"]:
             Tool.objects.filter(name__in=report["created"]).update(side_effect=True)
         for outcome in ("created", "changed", "unchanged", "removed"):
