@@ -2,8 +2,8 @@
 with hashlib alone (the floor).
 
 The chain is made of one real receipt's body (sealed by a real run) repeated with each row's own
-run id, chained and stored through the ORM like receipt_seal does; verification is Warrant's own
-receipt_verify_chain (sequence, prev_hash, hash, canonical form, run id). The floor hashes
+run id, chained, marked and stored through the ORM like receipt_seal does; verification is Warrant's
+own receipt_verify_chain (sequence, prev_hash, hash, canonical form, run id). The floor hashes
 prev_hash + body of every receipt, already in memory.
 """
 
@@ -24,7 +24,7 @@ def _build_chain(n: int) -> None:
     from agents.models import Agent
     from bench.script import PROMPT
     from runs.models import Receipt, Run
-    from runs.receipts import canonical, chain_hash
+    from runs.receipts import canonical, chain_hash, receipt_seal_mark
     from runs.services import run_start
 
     operator = get_user_model().objects.get(username="operator")
@@ -41,7 +41,9 @@ def _build_chain(n: int) -> None:
                       input=PROMPT, status="succeeded", snapshot={}, state={})
             body = canonical(template | {"run_id": str(run.id)})
             seq += 1
-            receipt = Receipt(run=run, seq=seq, prev_hash=prev_hash, hash=chain_hash(prev_hash, body), body=body)
+            hash_ = chain_hash(prev_hash, body)
+            receipt = Receipt(run=run, seq=seq, prev_hash=prev_hash, hash=hash_, body=body,
+                              seal=receipt_seal_mark(hash_=hash_, run_id=run.id, body=body))
             prev_hash = receipt.hash
             runs.append(run)
             receipts.append(receipt)

@@ -109,9 +109,11 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Workers and the web process share the file; wait for the write lock instead of failing.
     # WAL: a commit is one append and one fsync of the log (not a rollback journal's several),
-    # and readers never block the writer.
+    # and readers never block the writer. mmap: pages are read from the OS cache through a memory
+    # map instead of one read() call each (a chain verification reads every receipt's page).
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+        {"timeout": 20, "transaction_mode": "IMMEDIATE",
+         "init_command": "PRAGMA journal_mode=WAL; PRAGMA mmap_size=1073741824;"}
     )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -26,7 +26,7 @@ from governance.permissions import reads_everything
 from runs import selectors
 from runs.access_log import receipt_access_record
 from runs.models import ApprovalRequest, Receipt, ReceiptAccess, Run, RunEvent, SideEffect
-from runs.receipts import receipt_verify, receipt_verify_chain
+from runs.receipts import receipt_verify, receipt_verify_chain, receipt_verify_since_checkpoint
 from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, export_part, receipts_export
 from runs.services import approval_decide, check_approval_decide
 from runs.templatetags.workbench import STATUS_TEXT, status_label
@@ -279,9 +279,11 @@ _page_chain: ContextVar = ContextVar("warrant_receipt_chain", default=None)
 
 
 def _chain_for(request):
-    """One verification of the chain per request, shared by every badge on the page."""
+    """One verification of the chain per request, shared by every badge on the page: the receipts
+    after the last full verification's checkpoint (the "Verify the whole chain" button, the
+    verify_receipts command and the API's verify always start from #1)."""
     if not hasattr(request, "_warrant_chain"):
-        request._warrant_chain = receipt_verify_chain()
+        request._warrant_chain = receipt_verify_since_checkpoint()
     return request._warrant_chain
 
 
@@ -337,7 +339,7 @@ class ReceiptAdmin(WorkbenchAdmin):
 
     @admin.display(description="verification")
     def badge(self, receipt):
-        return verification_badge(receipt, _page_chain.get() or receipt_verify_chain())
+        return verification_badge(receipt, _page_chain.get() or receipt_verify_since_checkpoint())
 
     def changelist_view(self, request, extra_context=None):
         chain = _chain_for(request)

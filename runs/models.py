@@ -190,6 +190,10 @@ class Receipt(AppendOnlyModel):
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64, unique=True)
     body = models.TextField(help_text="Canonical JSON, byte for byte what the hash covers.")
+    seal = models.CharField(
+        max_length=64, blank=True, default="",
+        help_text="The sealer's keyed mark of (hash, run): the body was canonical and named this run when sealed.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -197,6 +201,22 @@ class Receipt(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"receipt #{self.seq} for run {self.run_id}"
+
+
+class ReceiptCheckpoint(models.Model):
+    """The newest receipt a full verification from #1 found intact, so a page can check only the rest.
+
+    Written only by a successful verification from the genesis; the explicit verifications never read it."""
+
+    seq = models.PositiveIntegerField(unique=True)
+    hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-seq"]
+
+    def __str__(self) -> str:
+        return f"chain verified up to #{self.seq}"
 
 
 class IdempotencyRecord(models.Model):

@@ -267,6 +267,29 @@ def test_a_tampered_receipt_is_marked_broken_and_the_ones_after_it_unverifiable(
     assert "Chain BROKEN at receipt #2" in _messages(response)
 
 
+def test_the_receipt_list_verifies_from_the_last_full_verification_and_the_button_from_the_first(operator):
+    for _ in range(2):
+        start(operator, "List all accounts.")
+    client = _browser("compliance")
+    assert "Chain verified: 2 receipt(s) intact</span>" in client.get("/admin/runs/receipt/").content.decode()
+    start(operator, "List all accounts.")
+    page = client.get("/admin/runs/receipt/").content.decode()
+    assert "Chain verified: 3 receipt(s) intact (#1 to #2 at the last full verification)" in page
+    first, third = Receipt.objects.get(seq=1), Receipt.objects.get(seq=3)
+    with connection.cursor() as cursor:  # an attacker with database access, before and after the checkpoint
+        cursor.execute("UPDATE runs_receipt SET body = %s WHERE id = %s", [first.body.replace("operator", "intruder"),
+                                                                            first.id.hex])
+    assert "Chain verified: 3 receipt(s) intact" in client.get("/admin/runs/receipt/").content.decode()
+    response = client.post("/admin/runs/receipt/verify-chain/", follow=True)
+    assert "Chain BROKEN at receipt #1" in _messages(response)
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE runs_receipt SET body = %s WHERE id = %s", [first.body, first.id.hex])
+        cursor.execute("UPDATE runs_receipt SET body = %s WHERE id = %s", [third.body.replace("operator", "intruder"),
+                                                                            third.id.hex])
+    page = client.get("/admin/runs/receipt/").content.decode()
+    assert "Chain BROKEN at #3" in page and "BROKEN: hash does not match the body" in page
+
+
 # --- governance -------------------------------------------------------------------------
 
 
