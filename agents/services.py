@@ -51,10 +51,15 @@ ENV_VAR_NAME = RegexValidator(r"^[A-Z_][A-Z0-9_]*\Z", "Must look like an environ
 PLATFORM_SECRET_PREFIXES = ("DJANGO_", "DATABASE", "CELERY_", "REDIS", "PG", "POSTGRES", "WARRANT_", "AXES_")
 
 
+def platform_secret(name: str) -> bool:
+    """A variable of the platform itself (its database, broker, secret key ...), never sent out."""
+    return name.startswith(PLATFORM_SECRET_PREFIXES) or name == "SECRET_KEY"
+
+
 def check_key_env_name(name: str) -> None:
     """A variable a model profile or tool source may send out: a name, and not the platform's."""
     ENV_VAR_NAME(name)
-    if name.startswith(PLATFORM_SECRET_PREFIXES) or name == "SECRET_KEY":
+    if platform_secret(name):
         raise ValidationError(f"{name} holds a secret of the platform itself and is never sent to a model or tool "
                               "server; put the key in a variable of its own, e.g. OPENAI_API_KEY.")
 

@@ -64,6 +64,12 @@ def tool_source_check(source: ToolSource) -> None:
         errors["command"] = ["Only an mcp_stdio source has a command."]
     if not all(isinstance(n, str) and ENV_VAR_NAME.regex.match(n) for n in source.env_passthrough or []):
         errors["env_passthrough"] = ["Must be a list of environment variable names."]
+    else:
+        for name in source.env_passthrough or []:
+            try:
+                check_key_env_name(name)  # a stdio server never sees the platform's own secrets
+            except ValidationError as exc:
+                errors.setdefault("env_passthrough", []).extend(exc.messages)
     if kind == ToolSource.Kind.MCP_HTTP and not source.url:
         errors["url"] = ["An mcp_http source needs its endpoint URL."]
     if kind == ToolSource.Kind.OPENAPI and not (source.url or source.path or source.document is not None):

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from agents import sources
 from agents.api import TimeoutField, ToolOutputSerializer, _Paginated
 from agents.models import Tool, ToolSource
-from agents.services import ENV_VAR_NAME, HTTP_URL_PATTERN, KeyEnvNameValidator
+from agents.services import HTTP_URL_PATTERN, KeyEnvNameValidator
 from agents.sources import HEADER_NAME
 from governance.api import errors
 from governance.api_fields import StrictSerializer
@@ -39,9 +39,10 @@ class _SourceFields(StrictSerializer):
     description = serializers.CharField(required=False, allow_blank=True)
     command = serializers.ListField(child=serializers.CharField(max_length=1000), max_length=64, required=False,
                                     help_text="mcp_stdio: the program and its arguments, e.g. [\"mcp-server-time\"].")
-    env_passthrough = serializers.ListField(child=serializers.RegexField(ENV_VAR_NAME.regex.pattern, max_length=128),
-                                            max_length=64, required=False,
-                                            help_text="mcp_stdio: environment variables the server process may see.")
+    env_passthrough = serializers.ListField(
+        child=serializers.CharField(max_length=128, validators=[KeyEnvNameValidator()]), max_length=64, required=False,
+        help_text="mcp_stdio: environment variables the server process may see (never the platform's own: "
+                  "DJANGO_*, DATABASE*, CELERY_*, WARRANT_* ...).")
     # RegexFields, so that the schema states the rules that agents.sources checks.
     url = serializers.RegexField(HTTP_URL_PATTERN, max_length=500, required=False, allow_blank=True,
                                  help_text="mcp_http: the endpoint; openapi: where the document is served.")

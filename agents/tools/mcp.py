@@ -20,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from agents.models import ToolSource, tool_fingerprint
+from agents.services import platform_secret
 from agents.tools import mcp_pool
 from agents.tools.deadline import ToolTimeout
 from agents.tools.envelopes import ToolError
@@ -60,7 +61,8 @@ def credential_headers(source: ToolSource) -> dict[str, str]:
 def _transport(source: ToolSource, errlog, timeout: float):
     if source.kind == ToolSource.Kind.MCP_STDIO:
         program, *args = source.command
-        env = {name: os.environ[name] for name in source.env_passthrough if name in os.environ}
+        # Never the platform's own secrets, even from a row written before that rule existed.
+        env = {name: os.environ[name] for name in source.env_passthrough if name in os.environ and not platform_secret(name)}
         return stdio_client(StdioServerParameters(command=program, args=args, env=env), errlog=errlog)
     return _http_transport(source.url, credential_headers(source), timeout)
 

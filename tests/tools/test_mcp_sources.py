@@ -5,6 +5,7 @@ import stat
 
 import pytest
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
 
 from agents import sources
 from agents.models import Tool, ToolSource
@@ -233,6 +234,13 @@ def test_registering_a_source_through_the_api_validates_it(admin):
     bad = admin.post("/api/v1/tool-sources/", {"name": "x", "kind": "openapi", "url": "http://127.0.0.1:1/",
                                                "auth_header": "Authorization", "auth_env": "PGPASSWORD"}, format="json")
     assert bad.status_code == 400 and "secret of the platform" in bad.json()["error"]["details"]["auth_env"][0]
+    bad = admin.post("/api/v1/tool-sources/", {"name": "x", "kind": "mcp_stdio", "command": time_server_command(),
+                                               "env_passthrough": ["TZ", "DJANGO_SECRET_KEY"]}, format="json")
+    assert bad.status_code == 400 and "secret of the platform" in str(bad.json()["error"]["details"]["env_passthrough"])
+    with pytest.raises(ValidationError, match="secret of the platform"):  # not through the API either
+        sources.tool_source_create(values={"name": "y", "kind": "mcp_stdio", "command": time_server_command(),
+                                           "env_passthrough": ["DATABASE_URL"]})
+    assert not ToolSource.objects.filter(name__in=["x", "y"]).exists()
     ok = admin.post("/api/v1/tool-sources/", {"name": "clock", "kind": "mcp_stdio", "command": time_server_command()},
                     format="json")
     assert ok.status_code == 201
