@@ -105,6 +105,7 @@ def initial_state(input_text: str) -> dict:
         "tool_log": [],
         "tainted": False,
         "taint_reasons": [],
+        "parks": 0,  # times the run stopped for an approver: none means it has no approval requests
     }
 
 
@@ -428,6 +429,7 @@ def _run_tools(result: StepResult, snapshot: dict, deps: Deps, *, run_id: str, d
             if decision is None or decision["status"] == "pending":
                 if policy:
                     state["fired"].append(policy)
+                state["parks"] = state.get("parks", 0) + 1
                 result.outcome = Park(
                     call_id=call["id"], step=call["step"], tool=call["name"], arguments=call["arguments"],
                     arguments_sha256=digest, approver_role=role, ttl_seconds=ttl, policy=policy,
