@@ -114,9 +114,9 @@ def _create(*, agent: Agent, version, caller, snapshot: dict, input_text: str, i
             snapshot=snapshot, policy_snapshot_sha256=snapshot["policy_snapshot_sha256"],
             state=harness.initial_state(input_text), event_seq=1,
         )
-        _write_events(run, 1, [("run_created", {
+        _write_events(run, 1, [(0, "run_created", {
             "agent": agent.slug, "agent_version": snapshot["agent"]["version"], "caller": snapshot["caller"],
-            "policy_snapshot_sha256": run.policy_snapshot_sha256})], step=0)
+            "policy_snapshot_sha256": run.policy_snapshot_sha256})])
         _enqueue(run.id)
     return run
 
@@ -181,21 +181,22 @@ def _take_seqs(run: Run, count: int) -> int:
     return run.event_seq - count + 1
 
 
-def _write_events(run: Run, first_seq: int, events: list[tuple[str, dict]], *, step: int) -> None:
-    """Insert events numbered from `first_seq` (reserved by the caller), in one statement."""
+def _write_events(run: Run, first_seq: int, events: list[tuple[int, str, dict]]) -> None:
+    """Insert events, (step, kind, data) each, numbered from `first_seq` (reserved by the
+    caller), in one statement."""
     # The trace is written redacted (secrets, card numbers, emails as configured): the run's own
     # state keeps what it needs to resume, the receipt keeps digests.
     kinds, secrets = settings.WARRANT["REDACT"], redaction.env_secrets()
     RunEvent.objects.bulk_create([
         RunEvent(run_id=run.id, seq=first_seq + index, step=step, kind=kind,
                  data=redaction.redact(data, kinds=kinds, secrets=secrets))
-        for index, (kind, data) in enumerate(events)
+        for index, (step, kind, data) in enumerate(events)
     ])
 
 
 def _event(run: Run, kind: str, data: dict, *, step: int | None = None) -> None:
     """Append one event to the run's trace, inside the caller's transaction."""
-    _write_events(run, _take_seqs(run, 1), [(kind, data)], step=run.step if step is None else step)
+    _write_events(run, _take_seqs(run, 1), [(run.step if step is None else step, kind, data)])
 
 
 # --- advance ----------------------------------------------------------------------------
@@ -220,7 +221,7 @@ def _claim(run_id, worker: str) -> Run | None:
             run.started_at = now
             run.deadline_at = now + timedelta(seconds=run.snapshot["agent"]["deadline_seconds"])
             Run.objects.filter(id=run.id).update(started_at=run.started_at, deadline_at=run.deadline_at)
-        _write_events(run, run.event_seq, [("claimed", {"worker": worker, "delivery": run.deliveries})], step=run.step)
+        _write_events(run, run.event_seq, [(run.step, "claimed", {"worker": worker, "delivery": run.deliveries})])
     return run
 
 
@@ -293,7 +294,7 @@ def run_advance(*, run_id: str, worker: str | None = None) -> None:
 
 def _checkpoint(run: Run, worker: str, result: harness.StepResult) -> Run | None:
     """Write the step, its events and the new status in one transaction. None if we lost the lease."""
-    state, events = result.state, result.events
+    state, outcome = result.state, result.outcome
     values = {
         "state": state, "step": run.step + 1, "deliveries": 0,
         "input_tokens": state["input_tokens"], "output_tokens": state["output_tokens"],
@@ -301,6 +302,13 @@ def _checkpoint(run: Run, worker: str, result: harness.StepResult) -> Run | None
         "tainted": state["tainted"], "taint_reason": "\n".join(state["taint_reasons"]),
         "lease_expires_at": timezone.now() + timedelta(seconds=settings.WARRANT["LEASE_SECONDS"]),
     }
+    events = [(run.step, kind, data) for kind, data in result.events]
+    finish = outcome if isinstance(outcome, harness.Finish) else None
+    if finish is not None:  # the step that ends the run writes its end in the same statement
+        check_transition(run.status, finish.status)
+        now = timezone.now()
+        values |= {"status": finish.status, "status_changed_at": now} | _finished(run, finish, now)
+        events.append((run.step + 1, *_finished_event(finish)))
     with transaction.atomic():
         # Compare-and-set on (status, lease, step); the same statement takes the step's event
         # numbers and reads the cancel flag, both as of this write, under the row's lock.
@@ -316,12 +324,11 @@ def _checkpoint(run: Run, worker: str, result: harness.StepResult) -> Run | None
             setattr(run, name, value)
         run.event_seq, run.cancel_requested = saved[0], bool(saved[1])
         if events:
-            _write_events(run, run.event_seq - len(events) + 1, events, step=run.step - 1)
-        outcome = result.outcome
-        if isinstance(outcome, harness.Park):
-            outcome = _park_or_finish(run, outcome)
-        elif isinstance(outcome, harness.Finish):
-            _finish(run, outcome)
+            _write_events(run, run.event_seq - len(events) + 1, events)
+        if finish is not None:
+            _after_finish(run, finish, now)
+        elif isinstance(outcome, harness.Park):
+            _park_or_finish(run, outcome)
     return run
 
 
@@ -339,7 +346,7 @@ def _set_status(run: Run, new: RunStatus, *, events: list[tuple[str, dict]] = ()
         setattr(run, name, value)
     (run.event_seq,) = saved
     if events:
-        _write_events(run, run.event_seq - len(events) + 1, list(events), step=run.step)
+        _write_events(run, run.event_seq - len(events) + 1, [(run.step, kind, data) for kind, data in events])
 
 
 def _release(run: Run, worker: str) -> None:
@@ -381,13 +388,26 @@ def _park(run: Run, park: harness.Park, role: Group) -> None:
                                "policy": park.policy, "reasons": park.reasons})])
 
 
+def _finished(run: Run, finish: harness.Finish, now) -> dict:
+    """The columns a run's end writes, besides its status."""
+    return {"output": finish.output, "stop_reason": finish.stop_reason, "error": finish.error,
+            "error_message": finish.message, "finished_at": now, "lease_owner": "", "lease_expires_at": None,
+            "started_at": run.started_at or now}
+
+
+def _finished_event(finish: harness.Finish) -> tuple[str, dict]:
+    return "run_finished", {"status": finish.status, "stop_reason": finish.stop_reason, "error": finish.error,
+                            "message": finish.message}
+
+
 def _finish(run: Run, finish: harness.Finish) -> None:
     now = timezone.now()
-    _set_status(run, finish.status, output=finish.output, stop_reason=finish.stop_reason, error=finish.error,
-                error_message=finish.message, finished_at=now, lease_owner="", lease_expires_at=None,
-                started_at=run.started_at or now, events=[(
-                    "run_finished", {"status": finish.status, "stop_reason": finish.stop_reason,
-                                     "error": finish.error, "message": finish.message})])
+    _set_status(run, finish.status, events=[_finished_event(finish)], **_finished(run, finish, now))
+    _after_finish(run, finish, now)
+
+
+def _after_finish(run: Run, finish: harness.Finish, now) -> None:
+    """In the transaction that ended the run: close its open requests and seal its receipt."""
     if run.state.get("parks", 1):  # a run that never parked has no approval requests
         ApprovalRequest.objects.filter(run=run, status=ApprovalRequest.Status.PENDING).update(
             status=ApprovalRequest.Status.CANCELLED, decided_at=now, reason=f"run ended {finish.status}")
