@@ -4,6 +4,7 @@ import json
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.db import transaction
 
 from agents.models import Agent, ModelProfile, Tool
 from agents.services import agent_publish
@@ -61,3 +62,15 @@ def test_a_run_checkpointed_before_parks_were_counted_still_finds_its_approval(d
     assert run.status == "succeeded", (run.status, run.error_message)
     assert [a["id"] for a in json.loads(run.receipt.body)["approvals"]] == [str(approval.id)]
     assert _seqs(run) == list(range(1, run.event_seq + 1))
+
+
+def test_a_step_with_more_events_than_one_statement_takes_is_written_whole(demo):
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text="How healthy is Acme Corp?",
+                                caller=User.objects.get(username="operator"))
+    many = 2_000  # past SQLite's 999 parameters per statement at six columns a row
+    with transaction.atomic():
+        first = services._take_seqs(run, many)
+        services._write_events(run, first, [(0, "note", {"n": n}) for n in range(many)])
+    run.refresh_from_db()
+    assert _seqs(run) == list(range(1, many + 2)) and run.event_seq == many + 1
+    assert [e["n"] for e in run.events.filter(kind="note").order_by("seq").values_list("data", flat=True)] == list(range(many))
