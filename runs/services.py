@@ -187,22 +187,11 @@ def _write_events(run: Run, first_seq: int, events: list[tuple[int, str, dict]])
     # The trace is written redacted (secrets, card numbers, emails as configured): the run's own
     # state keeps what it needs to resume, the receipt keeps digests.
     kinds, secrets = settings.WARRANT["REDACT"], redaction.env_secrets()
-    # One INSERT of plain rows: bulk_create's per-object machinery cost more than the write.
-    opts, qn = RunEvent._meta, connection.ops.quote_name
-    fields = [opts.get_field(name) for name in ("run", "seq", "step", "kind", "data", "created_at")]
-    run_id, now = fields[0].get_db_prep_save(run.id, connection), fields[5].get_db_prep_save(timezone.now(), connection)
-    rows = [
-        [run_id, first_seq + index, step, kind,
-         fields[4].get_db_prep_save(redaction.redact(data, kinds=kinds, secrets=secrets), connection), now]
+    RunEvent.objects.bulk_create([
+        RunEvent(run_id=run.id, seq=first_seq + index, step=step, kind=kind,
+                 data=redaction.redact(data, kinds=kinds, secrets=secrets))
         for index, (step, kind, data) in enumerate(events)
-    ]
-    per_statement = max(1, (connection.features.max_query_params or 60_000) // len(fields))
-    insert = f"INSERT INTO {qn(opts.db_table)} ({', '.join(qn(f.column) for f in fields)}) VALUES "
-    placeholders = f"({', '.join(['%s'] * len(fields))})"
-    with connection.cursor() as cursor:
-        for start in range(0, len(rows), per_statement):
-            chunk = rows[start:start + per_statement]
-            cursor.execute(insert + ", ".join([placeholders] * len(chunk)), [value for row in chunk for value in row])
+    ])
 
 
 def _event(run: Run, kind: str, data: dict, *, step: int | None = None) -> None:
