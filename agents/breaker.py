@@ -33,12 +33,15 @@ class DatabaseBreaker:
     def __init__(self, *, failures: int | None = None, cooldown_seconds: float | None = None):
         self.failures = failures or settings.WARRANT["MODEL_BREAKER_FAILURES"]
         self.cooldown = timedelta(seconds=cooldown_seconds or settings.WARRANT["MODEL_BREAKER_COOLDOWN_SECONDS"])
+        self._has_row: set[str] = set()  # profiles whose health row allow() found (rows are never deleted)
 
     def allow(self, profile: str) -> bool:
         now = timezone.now()
         try:
-            opened_until = (ModelProfileHealth.objects.filter(profile_name=profile)
-                            .values_list("opened_until", flat=True).first())
+            row = ModelProfileHealth.objects.filter(profile_name=profile).values_list("opened_until").first()
+            if row is not None:
+                self._has_row.add(profile)
+            opened_until = row[0] if row is not None else None
             if opened_until is None:
                 return True
             if opened_until > now:
@@ -59,7 +62,7 @@ class DatabaseBreaker:
             changed = rows.exclude(consecutive_failures=0, opened_until=None,
                                    last_success_at__gt=now - SUCCESS_WRITE_INTERVAL).update(
                 consecutive_failures=0, opened_until=None, last_success_at=now, last_latency_ms=latency_ms)
-            if not changed and not rows.exists():
+            if not changed and profile not in self._has_row and not rows.exists():
                 ModelProfileHealth.objects.get_or_create(profile_name=profile, defaults={
                     "last_success_at": now, "last_latency_ms": latency_ms})
         except DatabaseError:

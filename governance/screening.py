@@ -15,6 +15,7 @@ import binascii
 import quopri
 import re
 import unicodedata
+from functools import lru_cache
 
 # Orders to call tools or to mail someone are normal from the caller, suspicious inside data.
 DATA_ONLY = {"tool_order", "exfiltration", "destructive_order", "markdown_exfil"}
@@ -30,6 +31,10 @@ _PATTERNS = [
     ("markdown_exfil", r"!\[[^\]\n]*\]\s*[(\[]|\]\s*:\s*https?://|\]\(\s*(https?|javascript|data):"),
 ]
 _COMPILED = [(name, re.compile(pattern, re.IGNORECASE)) for name, pattern in _PATTERNS]
+# All of them in one alternation (with data=True, and without the data-only ones): one pass
+# tells whether any matches, which for most text is all there is to know.
+_ANY = {data: re.compile("|".join(f"(?:{pattern})" for name, pattern in _PATTERNS if data or name not in DATA_ONLY),
+                         re.IGNORECASE) for data in (True, False)}
 
 MAX_SCREENED_CHARS = 200_000
 
@@ -40,13 +45,16 @@ def screen(text: str, *, data: bool = False) -> list[str]:
     `data=True` screens text that should hold no orders at all (tool results, documents).
     """
     text = text[:MAX_SCREENED_CHARS]
+    # Most text is ASCII, where the Unicode disguises (tag characters, variant selectors,
+    # Braille, combining marks, other scripts) cannot occur: their scans are skipped.
+    ascii_only = text.isascii()
     found = _patterns(text, data)
-    decoded = [d for d in _decodings(text) if d and d != text]
-    hidden = _hidden_characters(text)
-    encoded = hidden or _opaque(text)
+    decoded = [d for d in _decodings(text, ascii_only) if d and d != text]
+    hidden = not ascii_only and _hidden_characters(text)
+    encoded = hidden or _opaque(text, ascii_only)
     # A disguised order is suspicious whoever sends it, so decoded text is screened as data;
     # only what the disguise added counts (leetspeak of a plain request is still that request).
-    plain_hits = _patterns(text, True)
+    plain_hits = found if data else _patterns(text, True)
     for plain in decoded:
         hits = [name for name in _patterns(plain, True) if name not in plain_hits]
         if hits:
@@ -59,6 +67,17 @@ def screen(text: str, *, data: bool = False) -> list[str]:
     return found
 
 
+@lru_cache(maxsize=512)
+def _screen_known(text: str, data: bool) -> tuple[str, ...]:
+    return tuple(screen(text, data=data))
+
+
+def screen_known(text: str, *, data: bool = False) -> list[str]:
+    """`screen` for text that comes back unchanged run after run (tool descriptions and skill
+    bodies of a frozen snapshot): each text is screened once per process. Same answer."""
+    return list(_screen_known(text, data))
+
+
 def screen_value(value, *, data: bool = True) -> list[str]:
     """`screen` over every string inside a JSON-like value (a tool envelope), findings merged."""
     found: list[str] = []
@@ -68,6 +87,8 @@ def screen_value(value, *, data: bool = True) -> list[str]:
 
 
 def _patterns(text: str, data: bool) -> list[str]:
+    if not _ANY[data].search(text):
+        return []
     return [name for name, pattern in _COMPILED if (data or name not in DATA_ONLY) and pattern.search(text)]
 
 
@@ -102,17 +123,19 @@ def _hidden_characters(text: str) -> bool:
 _EMOJI_RUN = re.compile(r"[\U0001F000-\U0001FAFF\u2600-\u27BF]{8,}")
 
 
-def _opaque(text: str) -> bool:
+def _opaque(text: str, ascii_only: bool = False) -> bool:
     """Text a reader cannot read but a model may: Braille, emoji runs, stacks of combining marks,
     long tokens mixing several scripts (base2048 and the like)."""
+    # Long Morse or NATO-alphabet runs: a reader sees noise, a model spells it out.
+    if _LONG_MORSE.search(text) or _LONG_NATO.search(text):
+        return True
+    if ascii_only:
+        return False
     if sum(1 for ch in text if 0x2800 <= ord(ch) <= 0x28FF) >= 8:
         return True
     if _EMOJI_RUN.search(text.replace(" ", "")):
         return True
     if sum(1 for ch in text if unicodedata.combining(ch)) >= 12:
-        return True
-    # Long Morse or NATO-alphabet runs: a reader sees noise, a model spells it out.
-    if _LONG_MORSE.search(text) or _LONG_NATO.search(text):
         return True
     for token in text.split():
         if len(token) >= 12 and len({_script(ch) for ch in token if not ch.isascii()}) >= 3:
@@ -165,13 +188,14 @@ _ATBASH = str.maketrans(
 )
 
 
-def _decodings(text: str) -> list[str]:
+def _decodings(text: str, ascii_only: bool = False) -> list[str]:
     """Readable texts hidden in `text`, one per disguise that yields any."""
     out = [text.translate(_ROT13), text.translate(_ATBASH), text.translate(_LEET)]
-    out.append("".join(ch for ch in text if not unicodedata.combining(ch)))
-    out.append("".join(chr(ord(ch) - 0xE0000) for ch in text if 0xE0000 < ord(ch) <= 0xE007F))
-    out.append(_variant_selectors(text))
-    out.append(_braille(text))
+    if not ascii_only:  # each of these needs characters outside ASCII to yield anything
+        out.append("".join(ch for ch in text if not unicodedata.combining(ch)))
+        out.append("".join(chr(ord(ch) - 0xE0000) for ch in text if 0xE0000 < ord(ch) <= 0xE007F))
+        out.append(_variant_selectors(text))
+        out.append(_braille(text))
     out += [_morse(m.group(0)) for m in _MORSE.finditer(text)]
     out += ["".join(w[0] for w in re.findall(r"[A-Za-z-]+", m.group(0))) for m in _NATO.finditer(text)]
     if len(_QP.findall(text)) >= 3:

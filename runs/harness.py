@@ -14,10 +14,11 @@ from typing import Callable
 import jsonschema
 
 from agents.backends.base import ModelOutputInvalid, ModelRequest, ModelResponse, ModelUnavailable
+from agents.tools import arguments
 from agents.tools.envelopes import error as error_envelope
 from governance import engine
-from governance.screening import screen, screen_value
-from runs import arguments, context
+from governance.screening import screen, screen_known, screen_value
+from runs import context
 from runs.states import ErrorCode, RunStatus, StopReason
 from skills.matcher import match_skills
 
@@ -105,6 +106,7 @@ def initial_state(input_text: str) -> dict:
         "tool_log": [],
         "tainted": False,
         "taint_reasons": [],
+        "parks": 0,  # times the run stopped for an approver: none means it has no approval requests
     }
 
 
@@ -178,7 +180,7 @@ def _begin(result: StepResult, snapshot: dict) -> None:
     # model verbatim: a poisoned description is an injection like any other.
     for name in context.visible_tools(snapshot):
         description = snapshot["tools"][name].get("description", "")
-        if (taint := _taint(state, f"description of tool {name}", screen(description))) is not None:
+        if (taint := _taint(state, f"description of tool {name}", screen_known(description))) is not None:
             events.append(("tainted", taint))
     for spec, decision in engine.input_decisions(specs, agent=agent, text=text, type_="playbook"):
         state["playbooks"].append(spec.id)
@@ -197,7 +199,7 @@ def _activate_skill(state: dict, events: list, name: str, *, why: dict, body: st
         events.append(("skill_activated", {"skill": name} | why))
         # Skills are imported text: their steps name tools (normal), but overrides, role changes
         # or hidden text in a body are injected instructions like any other.
-        if (taint := _taint(state, f"skill {name}", screen(body))) is not None:
+        if (taint := _taint(state, f"skill {name}", screen_known(body))) is not None:
             events.append(("tainted", taint))
 
 
@@ -428,6 +430,7 @@ def _run_tools(result: StepResult, snapshot: dict, deps: Deps, *, run_id: str, d
             if decision is None or decision["status"] == "pending":
                 if policy:
                     state["fired"].append(policy)
+                state["parks"] = state.get("parks", 0) + 1
                 result.outcome = Park(
                     call_id=call["id"], step=call["step"], tool=call["name"], arguments=call["arguments"],
                     arguments_sha256=digest, approver_role=role, ttl_seconds=ttl, policy=policy,

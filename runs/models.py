@@ -38,6 +38,9 @@ class Run(models.Model):
     lease_owner = models.CharField(max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     deliveries = models.PositiveIntegerField(default=0, help_text="Claims of the current step; bounded.")
+    # The seq of the run's last trace event. Every writer of events takes the next numbers by
+    # incrementing it (which locks the row), in the transaction that inserts them.
+    event_seq = models.PositiveIntegerField(default=0)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     llm_calls = models.PositiveIntegerField(default=0)

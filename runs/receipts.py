@@ -57,6 +57,8 @@ def receipt_body(run: Run) -> dict:
             seen.add(key)
             fired.append({"id": decision["policy_id"], "version": decision["version"], "type": decision["type"]})
     skills = {s["name"]: s for s in snapshot.get("skills", [])}
+    # Only a run that parked has approval requests (runs from before `parks` was counted are asked).
+    requests = ApprovalRequest.objects.filter(run=run) if state.get("parks", 1) else ApprovalRequest.objects.none()
     approvals = [
         {
             "id": str(a.id),
@@ -67,7 +69,7 @@ def receipt_body(run: Run) -> dict:
             "decided_by": a.decided_by.get_username() if a.decided_by_id else None,
             "decided_at": _iso(a.decided_at),
         }
-        for a in ApprovalRequest.objects.filter(run=run).select_related("approver_role", "decided_by").order_by("created_at", "id")
+        for a in requests.select_related("approver_role", "decided_by").order_by("created_at", "id")
     ]
     wall_ms = int((run.finished_at - run.started_at).total_seconds() * 1000) if run.started_at and run.finished_at else 0
     return {
@@ -158,9 +160,8 @@ def receipt_seal_mark(*, hash_: str, run_id: uuid.UUID, body: str) -> str:
 def receipt_seal(*, run: Run) -> Receipt:
     """Append the receipt of a terminal run to the chain. Call inside the terminal transaction."""
     assert transaction.get_connection().in_atomic_block, "receipts are sealed inside the run's final transaction"
-    existing = Receipt.objects.filter(run=run).first()
-    if existing is not None:
-        return existing
+    # Sealed once: only the move to a terminal status calls this, and a run leaves no terminal
+    # status. A second seal would break the one-to-one column and roll the transaction back.
     _lock_chain()
     last = Receipt.objects.order_by("-seq").only("seq", "hash").first()
     prev_hash = last.hash if last else GENESIS

@@ -15,7 +15,7 @@ from datetime import timedelta
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.contrib.auth.models import Group
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -92,11 +92,11 @@ def _create(*, agent: Agent, version, caller, snapshot: dict, input_text: str, i
             agent=agent, agent_version=version, caller=caller, caller_roles=snapshot["caller"]["roles"],
             idempotency_key=idempotency_key or None, request_sha256=digest, input=input_text,
             snapshot=snapshot, policy_snapshot_sha256=snapshot["policy_snapshot_sha256"],
-            state=harness.initial_state(input_text),
+            state=harness.initial_state(input_text), event_seq=1,
         )
-        _event(run, "run_created", {"agent": agent.slug, "agent_version": snapshot["agent"]["version"],
-                                    "caller": snapshot["caller"], "policy_snapshot_sha256": run.policy_snapshot_sha256},
-               seq=1)  # the run was inserted just now: nothing else has written its trace
+        _write_events(run, 1, [(0, "run_created", {
+            "agent": agent.slug, "agent_version": snapshot["agent"]["version"], "caller": snapshot["caller"],
+            "policy_snapshot_sha256": run.policy_snapshot_sha256})])
         _enqueue(run.id)
     return run
 
@@ -119,35 +119,90 @@ def _publish(run_id: str) -> None:
         logger.exception("could not enqueue run %s; the reconciler will", run_id)
 
 
-def _event(run: Run, kind: str, data: dict, *, step: int | None = None, seq: int | None = None) -> RunEvent:
-    """Append to the run's trace. Callers hold the run's row lock (every writer of a run takes it)."""
-    if seq is None:
-        seq = (RunEvent.objects.filter(run=run).order_by("-seq").values_list("seq", flat=True).first() or 0) + 1
+def _update_returning(run_id, *, where: dict, values: dict, add: dict, returning: tuple[str, ...]) -> tuple | None:
+    """UPDATE the run's row (if it still matches `where`) and read `returning` back in the same
+    statement, so the values are those of the row as this write left it, under its lock. None
+    when no row matched. `add` increments integer columns."""
+    opts, qn = Run._meta, connection.ops.quote_name
+    sets, params = [], []
+    for name, value in values.items():
+        field = opts.get_field(name)
+        sets.append(f"{qn(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    for name, amount in add.items():
+        column = qn(opts.get_field(name).column)
+        sets.append(f"{column} = {column} + %s")
+        params.append(amount)
+    conditions = []
+    for name, value in {"id": run_id, **where}.items():
+        field = opts.get_field(name)
+        conditions.append(f"{qn(field.column)} = %s")
+        params.append(field.get_db_prep_value(value, connection))
+    columns = ", ".join(qn(opts.get_field(name).column) for name in returning)
+    if connection.features.can_return_columns_from_insert:  # UPDATE ... RETURNING: PostgreSQL, SQLite 3.35+
+        sql = (f"UPDATE {qn(opts.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)} "
+               f"RETURNING {columns}")
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone()
+    updates = {name: F(name) + amount for name, amount in add.items()} | values
+    if Run.objects.filter(id=run_id, **where).update(**updates) != 1:
+        return None
+    return Run.objects.filter(id=run_id).values_list(*returning).get()
+
+
+def _take_seqs(run: Run, count: int) -> int:
+    """Reserve the next `count` sequence numbers of the run's trace; the first of them.
+
+    The increment locks the run's row until the transaction ends, and rolls back with it, so
+    concurrent writers get consecutive numbers in commit order, without gaps or repeats."""
+    assert transaction.get_connection().in_atomic_block, "events are written inside the transaction that numbers them"
+    (run.event_seq,) = _update_returning(run.id, where={}, values={}, add={"event_seq": count}, returning=("event_seq",))
+    return run.event_seq - count + 1
+
+
+def _write_events(run: Run, first_seq: int, events: list[tuple[int, str, dict]]) -> None:
+    """Insert events, (step, kind, data) each, numbered from `first_seq` (reserved by the
+    caller), in one statement."""
     # The trace is written redacted (secrets, card numbers, emails as configured): the run's own
     # state keeps what it needs to resume, the receipt keeps digests.
-    data = redaction.redact(data, kinds=settings.WARRANT["REDACT"], secrets=redaction.env_secrets())
-    return RunEvent.objects.create(run=run, seq=seq, step=run.step if step is None else step, kind=kind, data=data)
+    kinds, secrets = settings.WARRANT["REDACT"], redaction.env_secrets()
+    RunEvent.objects.bulk_create([
+        RunEvent(run_id=run.id, seq=first_seq + index, step=step, kind=kind,
+                 data=redaction.redact(data, kinds=kinds, secrets=secrets))
+        for index, (step, kind, data) in enumerate(events)
+    ])
+
+
+def _event(run: Run, kind: str, data: dict, *, step: int | None = None) -> None:
+    """Append one event to the run's trace, inside the caller's transaction."""
+    _write_events(run, _take_seqs(run, 1), [(run.step if step is None else step, kind, data)])
 
 
 # --- advance ----------------------------------------------------------------------------
 
 
-def _claim(run_id, worker: str) -> bool:
-    """queued -> running, or take over a running run whose lease expired. True if we own it."""
+def _claim(run_id, worker: str) -> Run | None:
+    """queued -> running, or take over a running run whose lease expired. The run if we own it."""
     now = timezone.now()
     lease = now + timedelta(seconds=settings.WARRANT["LEASE_SECONDS"])
     claimable = Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
     with transaction.atomic():
         changed = Run.objects.filter(claimable, id=run_id).update(
             status=RunStatus.RUNNING, status_changed_at=now, lease_owner=worker, lease_expires_at=lease,
-            deliveries=F("deliveries") + 1,
+            deliveries=F("deliveries") + 1, event_seq=F("event_seq") + 1,
         )
-        if changed == 1:
-            # Written under the row lock the UPDATE took: every event writer holds it, so the
-            # per-run sequence numbers cannot collide.
-            run = Run.objects.only("id", "step", "deliveries").get(id=run_id)
-            _event(run, "claimed", {"worker": worker, "delivery": run.deliveries})
-    return changed == 1
+        if changed != 1:
+            return None
+        # Read under the row lock the UPDATE took: the cancel flag and the trace's sequence are
+        # as of this claim, and the "claimed" event takes the number the UPDATE reserved.
+        run = Run.objects.get(id=run_id)
+        if run.started_at is None and run.deliveries <= settings.WARRANT["MAX_DELIVERIES"]:
+            run.started_at = now
+            run.deadline_at = now + timedelta(seconds=run.snapshot["agent"]["deadline_seconds"])
+            Run.objects.filter(id=run.id).update(started_at=run.started_at, deadline_at=run.deadline_at)
+        _write_events(run, run.event_seq, [(run.step, "claimed", {"worker": worker, "delivery": run.deliveries})])
+    return run
 
 
 def _deps(run: Run) -> harness.Deps:
@@ -176,29 +231,32 @@ def _decisions(run: Run) -> dict[str, dict]:
     }
 
 
+def _decisions_needed(run: Run) -> bool:
+    """Only a tool batch consults approvals, and only a run that has parked can have any (runs
+    checkpointed before `parks` was counted are asked anyway)."""
+    return bool(run.state["pending"]) and run.state.get("parks", 1) > 0
+
+
 def run_advance(*, run_id: str, worker: str | None = None) -> None:
     worker = worker or f"w-{uuid.uuid4().hex[:12]}"
-    if not _claim(run_id, worker):
+    run = _claim(run_id, worker)
+    if run is None:
         return  # parked, finished, or owned by a live worker: a duplicate delivery is a no-op
-    run = Run.objects.select_related("caller").get(id=run_id)
     if run.deliveries > settings.WARRANT["MAX_DELIVERIES"]:
         with transaction.atomic():
             _finish(run, harness.Finish(RunStatus.FAILED, error="internal",
                                         message=f"step {run.step} was attempted {run.deliveries} times without finishing"))
         return
-    if run.started_at is None:
-        now = timezone.now()
-        run.started_at, run.deadline_at = now, now + timedelta(seconds=run.snapshot["agent"]["deadline_seconds"])
-        Run.objects.filter(id=run.id).update(started_at=run.started_at, deadline_at=run.deadline_at)
     deps = _deps(run)
     slice_ends = time.monotonic() + settings.WARRANT["TIME_SLICE_SECONDS"]
     while True:
-        cancel = Run.objects.filter(id=run.id).values_list("cancel_requested", flat=True).first()
+        # The cancel flag as the claim or the last checkpoint read it, under the run's row lock:
+        # a cancel stops the run at the next step boundary.
         try:
             result = harness.step(
-                run.state, run.snapshot, deps, run_id=str(run.id), cancel_requested=bool(cancel),
+                run.state, run.snapshot, deps, run_id=str(run.id), cancel_requested=run.cancel_requested,
                 deadline=run.deadline_at.timestamp() if run.deadline_at else None,
-                decisions=_decisions(run) if run.state["pending"] else {},  # only tool calls consult them
+                decisions=_decisions(run) if _decisions_needed(run) else {},
             )
         except (DatabaseError, SoftTimeLimitExceeded):
             raise  # infrastructure, not the run: abandon the step; redelivery or the reconciler retries it
@@ -214,48 +272,61 @@ def run_advance(*, run_id: str, worker: str | None = None) -> None:
             return
 
 
-_RELOADED = [f.attname for f in Run._meta.concrete_fields if f.attname not in ("id", "snapshot", "state", "input")]
-
-
 def _checkpoint(run: Run, worker: str, result: harness.StepResult) -> Run | None:
     """Write the step, its events and the new status in one transaction. None if we lost the lease."""
-    state = result.state
+    state, outcome = result.state, result.outcome
+    values = {
+        "state": state, "step": run.step + 1, "deliveries": 0,
+        "input_tokens": state["input_tokens"], "output_tokens": state["output_tokens"],
+        "llm_calls": state["turns"], "tool_calls": state["tool_calls"],
+        "tainted": state["tainted"], "taint_reason": "\n".join(state["taint_reasons"]),
+        "lease_expires_at": timezone.now() + timedelta(seconds=settings.WARRANT["LEASE_SECONDS"]),
+    }
+    events = [(run.step, kind, data) for kind, data in result.events]
+    finish = outcome if isinstance(outcome, harness.Finish) else None
+    if finish is not None:  # the step that ends the run writes its end in the same statement
+        check_transition(run.status, finish.status)
+        now = timezone.now()
+        values |= {"status": finish.status, "status_changed_at": now} | _finished(run, finish, now)
+        events.append((run.step + 1, *_finished_event(finish)))
     with transaction.atomic():
-        changed = Run.objects.filter(id=run.id, status=RunStatus.RUNNING, lease_owner=worker, step=run.step).update(
-            state=state, step=run.step + 1, deliveries=0,
-            input_tokens=state["input_tokens"], output_tokens=state["output_tokens"],
-            llm_calls=state["turns"], tool_calls=state["tool_calls"],
-            tainted=state["tainted"], taint_reason="\n".join(state["taint_reasons"]),
-            lease_expires_at=timezone.now() + timedelta(seconds=settings.WARRANT["LEASE_SECONDS"]),
-        )
-        if changed != 1:
+        # Compare-and-set on (status, lease, step); the same statement takes the step's event
+        # numbers and reads the cancel flag, both as of this write, under the row's lock.
+        saved = _update_returning(run.id, where={"status": RunStatus.RUNNING, "lease_owner": worker, "step": run.step},
+                                  values=values, add={"event_seq": len(events)},
+                                  returning=("event_seq", "cancel_requested"))
+        if saved is None:
             logger.warning("run %s: lease lost before step %s was saved; another worker has it", run.id, run.step)
             return None
-        # The frozen snapshot and the input never change, and the state is the one just written:
-        # reload the rest only (the snapshot is most of the row).
-        run.refresh_from_db(fields=_RELOADED)
-        run.state = state
-        for kind, data in result.events:
-            _event(run, kind, data, step=run.step - 1)
-        outcome = result.outcome
-        if isinstance(outcome, harness.Park):
-            outcome = _park_or_finish(run, outcome)
-        if isinstance(outcome, harness.Park):
-            _park(run, outcome)
-        elif isinstance(outcome, harness.Finish):
-            _finish(run, outcome)
+        # No reload: the row is what this update wrote, plus the two columns other writers touch
+        # while we hold the lease (a cancel, and its event), read back above.
+        for name, value in values.items():
+            setattr(run, name, value)
+        run.event_seq, run.cancel_requested = saved[0], bool(saved[1])
+        if events:
+            _write_events(run, run.event_seq - len(events) + 1, events)
+        if finish is not None:
+            _after_finish(run, finish, now)
+        elif isinstance(outcome, harness.Park):
+            _park_or_finish(run, outcome)
     return run
 
 
-def _set_status(run: Run, new: RunStatus, **fields) -> None:
+def _set_status(run: Run, new: RunStatus, *, events: list[tuple[str, dict]] = (), **fields) -> None:
+    """Move the run to `new` if its status is still the one we read, and append `events` (the
+    same UPDATE takes their sequence numbers)."""
     check_transition(run.status, new)
     fields["status_changed_at"] = timezone.now()
-    updated = Run.objects.filter(id=run.id, status=run.status).update(status=new, **fields)
-    if updated != 1:
+    saved = _update_returning(run.id, where={"status": run.status}, values={"status": new, **fields},
+                              add={"event_seq": len(events)}, returning=("event_seq",))
+    if saved is None:
         raise Conflict(f"run {run.id} changed status concurrently")
     run.status = new
     for name, value in fields.items():
         setattr(run, name, value)
+    (run.event_seq,) = saved
+    if events:
+        _write_events(run, run.event_seq - len(events) + 1, [(run.step, kind, data) for kind, data in events])
 
 
 def _release(run: Run, worker: str) -> None:
@@ -264,19 +335,21 @@ def _release(run: Run, worker: str) -> None:
         _enqueue(run.id)
 
 
-def _park_or_finish(run: Run, park: harness.Park) -> harness.Park | harness.Finish:
-    """A run cancelled while its step ran does not go on to wait for an approver; nor does one
-    whose approver role no longer exists (fail closed)."""
+def _park_or_finish(run: Run, park: harness.Park) -> None:
+    """Park the run for its approver. A run cancelled while its step ran does not go on to wait
+    for one; nor does one whose approver role no longer exists (fail closed)."""
     if run.cancel_requested:
-        return harness.Finish(RunStatus.CANCELLED, message="cancelled while a step was running")
-    if not Group.objects.filter(name=park.approver_role).exists():
-        return harness.Finish(RunStatus.FAILED, error=ErrorCode.POLICY_ERROR,
-                              message=f"the approver role {park.approver_role!r} does not exist")
-    return park
+        _finish(run, harness.Finish(RunStatus.CANCELLED, message="cancelled while a step was running"))
+        return
+    role = Group.objects.filter(name=park.approver_role).first()
+    if role is None:
+        _finish(run, harness.Finish(RunStatus.FAILED, error=ErrorCode.POLICY_ERROR,
+                                    message=f"the approver role {park.approver_role!r} does not exist"))
+        return
+    _park(run, park, role)
 
 
-def _park(run: Run, park: harness.Park) -> None:
-    role = Group.objects.get(name=park.approver_role)
+def _park(run: Run, park: harness.Park, role: Group) -> None:
     ttl = park.ttl_seconds or settings.WARRANT["DEFAULT_APPROVAL_TTL_SECONDS"]
     request, created = ApprovalRequest.objects.get_or_create(
         run=run, call_id=park.call_id, arguments_sha256=park.arguments_sha256,
@@ -289,21 +362,35 @@ def _park(run: Run, park: harness.Park) -> None:
             "expires_at": timezone.now() + timedelta(seconds=ttl),
         },
     )
-    _set_status(run, RunStatus.AWAITING_APPROVAL, lease_owner="", lease_expires_at=None)
-    _event(run, "approval_requested", {"approval_id": str(request.id), "tool": park.tool, "arguments": park.arguments,
-                                       "arguments_sha256": park.arguments_sha256, "approver_role": role.name,
-                                       "policy": park.policy, "reasons": park.reasons})
+    _set_status(run, RunStatus.AWAITING_APPROVAL, lease_owner="", lease_expires_at=None, events=[(
+        "approval_requested", {"approval_id": str(request.id), "tool": park.tool, "arguments": park.arguments,
+                               "arguments_sha256": park.arguments_sha256, "approver_role": role.name,
+                               "policy": park.policy, "reasons": park.reasons})])
+
+
+def _finished(run: Run, finish: harness.Finish, now) -> dict:
+    """The columns a run's end writes, besides its status."""
+    return {"output": finish.output, "stop_reason": finish.stop_reason, "error": finish.error,
+            "error_message": finish.message, "finished_at": now, "lease_owner": "", "lease_expires_at": None,
+            "started_at": run.started_at or now}
+
+
+def _finished_event(finish: harness.Finish) -> tuple[str, dict]:
+    return "run_finished", {"status": finish.status, "stop_reason": finish.stop_reason, "error": finish.error,
+                            "message": finish.message}
 
 
 def _finish(run: Run, finish: harness.Finish) -> None:
     now = timezone.now()
-    _set_status(run, finish.status, output=finish.output, stop_reason=finish.stop_reason, error=finish.error,
-                error_message=finish.message, finished_at=now, lease_owner="", lease_expires_at=None,
-                started_at=run.started_at or now)
-    ApprovalRequest.objects.filter(run=run, status=ApprovalRequest.Status.PENDING).update(
-        status=ApprovalRequest.Status.CANCELLED, decided_at=now, reason=f"run ended {finish.status}")
-    _event(run, "run_finished", {"status": finish.status, "stop_reason": finish.stop_reason, "error": finish.error,
-                                 "message": finish.message})
+    _set_status(run, finish.status, events=[_finished_event(finish)], **_finished(run, finish, now))
+    _after_finish(run, finish, now)
+
+
+def _after_finish(run: Run, finish: harness.Finish, now) -> None:
+    """In the transaction that ended the run: close its open requests and seal its receipt."""
+    if run.state.get("parks", 1):  # a run that never parked has no approval requests
+        ApprovalRequest.objects.filter(run=run, status=ApprovalRequest.Status.PENDING).update(
+            status=ApprovalRequest.Status.CANCELLED, decided_at=now, reason=f"run ended {finish.status}")
     receipt_seal(run=run)
 
 

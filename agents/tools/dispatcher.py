@@ -20,6 +20,7 @@ from django.utils.module_loading import import_string
 from agents.models import Tool, tool_fingerprint
 from agents.sources import tool_hold
 from agents.tools import mcp, openapi, pytools
+from agents.tools.arguments import validate as validate_arguments
 from agents.tools.deadline import ToolTimeout, deadline
 from agents.tools.envelopes import ToolContext, ToolError, error, ok
 
@@ -34,7 +35,7 @@ def _handler(path: str):
 def dispatch(*, tool: dict, arguments: dict, ctx: ToolContext) -> dict:
     name = tool["name"]
     try:
-        jsonschema.validate(arguments, tool.get("input_schema") or {})
+        validate_arguments(arguments, tool.get("input_schema") or {})
     except jsonschema.ValidationError as exc:
         return error("invalid_arguments", exc.message, path=list(exc.absolute_path))
     except jsonschema.SchemaError as exc:

@@ -34,3 +34,15 @@ def cancel_own_run(args: dict, ctx: ToolContext) -> dict:
 
     Run.objects.filter(id=ctx.run_id).update(cancel_requested=True)
     return {"looked_up": True}
+
+
+def cancel_through_the_service(args: dict, ctx: ToolContext) -> dict:
+    """A tool during whose execution the run's owner cancels it the way the API does, which
+    writes a `cancel_requested` event while the worker is in the middle of its step."""
+    from django.contrib.auth.models import User
+
+    from runs.models import Run
+    from runs.services import run_cancel
+
+    run_cancel(run=Run.objects.get(id=ctx.run_id), user=User.objects.get(username=ctx.caller))
+    return {"looked_up": True}

@@ -1,15 +1,15 @@
-"""The five invariants every fault scenario must end with, and the suite's figures.
+"""The six invariants every fault scenario must end with, and the suite's figures.
 
 I1 each approved side effect executed exactly once; I2 no unapproved side effect; I3 every run
 terminal or parked within a bound; I4 exactly one receipt per terminal run; I5 the receipt
-chain verifies.
+chain verifies; I6 every run's trace is numbered 1..n without gaps or repeats, n kept on the run.
 """
 
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 
 from agents.models import SentEmail
-from runs.models import ApprovalRequest, Receipt, Run, SideEffect
+from runs.models import ApprovalRequest, Receipt, Run, RunEvent, SideEffect
 from runs.receipts import receipt_verify_chain
 from runs.states import TERMINAL
 
@@ -78,6 +78,10 @@ def check_invariants(row: dict | None = None, *, bound_seconds: float = 60, sinc
     receipt_errors = sum(1 for r in runs if r.status in TERMINAL and receipts.get(r.id, 0) != 1)
     receipt_errors += sum(1 for r in runs if r.status not in TERMINAL and receipts.get(r.id, 0))
     chain = receipt_verify_chain()
+    traces = defaultdict(list)
+    for run_id, seq in RunEvent.objects.order_by("run_id", "seq").values_list("run_id", "seq"):
+        traces[run_id].append(seq)
+    broken_traces = [r.id for r in runs if traces.get(r.id, []) != list(range(1, r.event_seq + 1))]
 
     figures = {"runs": len(runs), "lost": len(unsettled), "duplicate_side_effects": duplicate_effects,
                "receipt_errors": receipt_errors, "recovery_seconds": round(recovery, 1)}
@@ -88,4 +92,5 @@ def check_invariants(row: dict | None = None, *, bound_seconds: float = 60, sinc
     assert not unapproved and not stray_emails, f"I2: unapproved side effects {unapproved} {stray_emails}"
     assert receipt_errors == 0, f"I4: {receipt_errors} runs without exactly one receipt"
     assert chain.valid, f"I5: chain broken at #{chain.seq}: {chain.reason}"
+    assert not broken_traces, f"I6: traces with gaps, repeats or a stale counter: {broken_traces}"
     return figures

@@ -1,4 +1,5 @@
-"""Tool-call arguments against the tool's JSON Schema, with each schema's validator built once.
+"""Tool-call arguments against the tool's JSON Schema, with each schema's validator built once
+(the harness checks a call before it runs, the dispatcher again at the gate).
 
 jsonschema.validate checks the schema and builds a validator (and its reference registry) on
 every call, which cost more than the rest of a tool step. The answer is the same: the

@@ -1,0 +1,76 @@
+"""The trace is numbered from a counter on the run's row: other writers in mid-step, old checkpoints."""
+
+import json
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.db import transaction
+
+from agents.models import Agent, ModelProfile, Tool
+from agents.services import agent_publish
+from governance.models import ToolGrant
+from runs import services
+from runs.models import ApprovalRequest, Run
+
+pytestmark = pytest.mark.django_db
+
+
+def _seqs(run: Run) -> list[int]:
+    return list(run.events.order_by("seq").values_list("seq", flat=True))
+
+
+@pytest.fixture
+def replay_agent(demo):
+    profile = ModelProfile.objects.create(name="replay", backend="tests.runs.backends.ReplayBackend", model="replay-1")
+    agent = Agent.objects.create(slug="replayer", name="Replayer", instructions="Follow the script.",
+                                 model_profile=profile)
+    tool = Tool.objects.create(name="cancelling_lookup", description="Looks something up.",
+                               input_schema={"type": "object"}, handler="tests.runs.backends.cancel_through_the_service")
+    ToolGrant.objects.create(role=Group.objects.get(name="operators"), tool=tool)
+    agent.tools.set(Tool.objects.all())
+    agent_publish(agent=agent)
+    return agent
+
+
+def test_an_event_written_by_a_cancel_in_mid_step_is_numbered_between_the_steps_events(replay_agent):
+    script = {"turns": [[{"name": "cancelling_lookup", "arguments": {}}], [{"name": "cancelling_lookup", "arguments": {}}]]}
+    run, _ = services.run_start(agent_slug="replayer", input_text=json.dumps(script),
+                                caller=User.objects.get(username="operator"))
+    services.run_advance(run_id=run.id)
+    run.refresh_from_db()
+    kinds = list(run.events.order_by("seq").values_list("kind", flat=True))
+    # The cancel's event went in while the tool ran; the step's own event comes after it, and
+    # the run stops at the next step boundary: no second model call.
+    assert kinds.index("cancel_requested") < kinds.index("tool_call") and kinds[-1] == "run_finished", kinds
+    assert (run.status, run.llm_calls, run.tool_calls) == ("cancelled", 1, 1)
+    assert _seqs(run) == list(range(1, len(kinds) + 1)) and run.event_seq == len(kinds)
+
+
+def test_a_run_checkpointed_before_parks_were_counted_still_finds_its_approval(demo):
+    operator = User.objects.get(username="operator")
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text="Delete the account Initech.", caller=operator)
+    services.run_advance(run_id=run.id)
+    run.refresh_from_db()
+    assert run.status == "awaiting_approval"
+    state = run.state
+    del state["parks"]  # as a checkpoint written by the previous release looks
+    Run.objects.filter(id=run.id).update(state=state)
+    approval = ApprovalRequest.objects.get(run=run)
+    services.approval_decide(approval_id=approval.id, user=User.objects.get(username="approver"), approve=True)
+    services.run_advance(run_id=run.id)
+    run.refresh_from_db()
+    assert run.status == "succeeded", (run.status, run.error_message)
+    assert [a["id"] for a in json.loads(run.receipt.body)["approvals"]] == [str(approval.id)]
+    assert _seqs(run) == list(range(1, run.event_seq + 1))
+
+
+def test_a_step_with_more_events_than_one_statement_takes_is_written_whole(demo):
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text="How healthy is Acme Corp?",
+                                caller=User.objects.get(username="operator"))
+    many = 2_000  # past SQLite's 999 parameters per statement at six columns a row
+    with transaction.atomic():
+        first = services._take_seqs(run, many)
+        services._write_events(run, first, [(0, "note", {"n": n}) for n in range(many)])
+    run.refresh_from_db()
+    assert _seqs(run) == list(range(1, many + 2)) and run.event_seq == many + 1
+    assert [e["n"] for e in run.events.filter(kind="note").order_by("seq").values_list("data", flat=True)] == list(range(many))
