@@ -3,6 +3,8 @@ profiles and the tool registry."""
 
 import re
 
+import httpx
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import IntegrityError, transaction
@@ -49,6 +51,18 @@ ENV_VAR_NAME = RegexValidator(r"^[A-Z_][A-Z0-9_]*\Z", "Must look like an environ
 # variable it names to its server, so naming one of these would hand Warrant's secret key or
 # database password to whichever host a governance admin typed in.
 PLATFORM_SECRET_PREFIXES = ("DJANGO_", "DATABASE", "CELERY_", "REDIS", "PG", "POSTGRES", "WARRANT_", "AXES_")
+
+
+def tool_host_allowed(url: str) -> bool:
+    """Whether a tool source may be reached at `url` (WARRANT_TOOL_ALLOWED_HOSTS; empty allows any host)."""
+    allowed = settings.WARRANT.get("TOOL_ALLOWED_HOSTS") or ()
+    if not allowed:
+        return True
+    try:
+        host = httpx.URL(url).host
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return False
+    return host in allowed
 
 
 def platform_secret(name: str) -> bool:

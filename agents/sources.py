@@ -18,7 +18,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.models import Tool, ToolSource, tool_fingerprint
-from agents.services import ENV_VAR_NAME, HTTP_URL, _save_new, check_key_env_name, timeout_validator
+from agents.services import (
+    ENV_VAR_NAME, HTTP_URL, _save_new, check_key_env_name, timeout_validator, tool_host_allowed,
+)
 from agents.tools import mcp, openapi, pytools
 from agents.tools.deadline import ToolTimeout
 from governance.api_errors import Conflict
@@ -85,6 +87,10 @@ def tool_source_check(source: ToolSource) -> None:
                 HTTP_URL(getattr(source, field))
             except ValidationError as exc:
                 errors[field] = exc.messages
+            else:
+                if not tool_host_allowed(getattr(source, field)):
+                    errors[field] = ["Its host is not among the hosts this deployment allows tool sources on "
+                                     "(WARRANT_TOOL_ALLOWED_HOSTS)."]
     if source.auth_header and not HEADER_NAME.match(source.auth_header):
         errors["auth_header"] = ["Must be an HTTP header name."]
     if bool(source.auth_header) != bool(source.auth_env):

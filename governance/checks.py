@@ -28,3 +28,15 @@ def model_hosts_are_listed(app_configs, **kwargs):
              "or the admin cannot make the workers call anywhere else.",
         id="governance.W002",
     )]
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def tool_hosts_are_listed(app_configs, **kwargs):
+    if settings.WARRANT.get("TOOL_ALLOWED_HOSTS"):
+        return []
+    return [checks.Warning(
+        "WARRANT_TOOL_ALLOWED_HOSTS is empty: MCP-over-HTTP and OpenAPI tool sources may reach any host",
+        hint="List the hosts of your tool services (comma-separated), so that a tool source registered through the "
+             "API or the admin cannot make the workers call anywhere else.",
+        id="governance.W003",
+    )]

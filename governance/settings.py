@@ -294,6 +294,8 @@ WARRANT = {
     "MODEL_BREAKER_COOLDOWN_SECONDS": float(os.environ.get("WARRANT_MODEL_BREAKER_COOLDOWN_SECONDS", "30")),
     # Hosts model profiles may reach (comma-separated); empty allows any. Set it in production.
     "MODEL_ALLOWED_HOSTS": tuple(h.strip() for h in os.environ.get("WARRANT_MODEL_ALLOWED_HOSTS", "").split(",") if h.strip()),
+    # Hosts that MCP-over-HTTP and OpenAPI tool sources may be reached on (empty: any host).
+    "TOOL_ALLOWED_HOSTS": tuple(h.strip() for h in os.environ.get("WARRANT_TOOL_ALLOWED_HOSTS", "").split(",") if h.strip()),
     # Programs an mcp_stdio tool source may start (comma-separated); empty = any program.
     "MCP_STDIO_COMMANDS": [c.strip() for c in os.environ.get("WARRANT_MCP_STDIO_COMMANDS", "").split(",") if c.strip()],
     # MCP sessions kept open between calls (agents/tools/mcp_pool.py); 0 = a new session for every call.

@@ -20,7 +20,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from agents.models import ToolSource, tool_fingerprint
-from agents.services import platform_secret
+from agents.services import platform_secret, tool_host_allowed
 from agents.tools import mcp_pool
 from agents.tools.deadline import ToolTimeout
 from agents.tools.envelopes import ToolError
@@ -64,6 +64,8 @@ def _transport(source: ToolSource, errlog, timeout: float):
         # Never the platform's own secrets, even from a row written before that rule existed.
         env = {name: os.environ[name] for name in source.env_passthrough if name in os.environ and not platform_secret(name)}
         return stdio_client(StdioServerParameters(command=program, args=args, env=env), errlog=errlog)
+    if not tool_host_allowed(source.url):  # checked at every session: the allowed hosts may have narrowed
+        raise SourceUnavailable("the source's host is not among the hosts this deployment allows (WARRANT_TOOL_ALLOWED_HOSTS)")
     return _http_transport(source.url, credential_headers(source), timeout)
 
 
@@ -147,6 +149,9 @@ def call(source: ToolSource, *, remote_name: str, arguments: dict, fingerprint: 
         result = await client.call_tool(remote_name, arguments)
         return _data(result)
 
+    if source.kind == ToolSource.Kind.MCP_HTTP and not tool_host_allowed(source.url):
+        # Before any session, kept ones included: the allowed hosts may have narrowed since it opened.
+        raise SourceUnavailable("the source's host is not among the hosts this deployment allows (WARRANT_TOOL_ALLOWED_HOSTS)")
     if mcp_pool.idle_seconds() <= 0:
         return _run(source, timeout, work)
     return _pooled(source, timeout, work, sent)

@@ -16,6 +16,7 @@ import httpx
 import yaml
 
 from agents.models import ToolSource
+from agents.services import tool_host_allowed
 from agents.tools.deadline import ToolTimeout
 from agents.tools.envelopes import ToolError
 from agents.tools.mcp import SourceUnavailable, credential_headers
@@ -211,6 +212,9 @@ def call(source: ToolSource, *, binding: dict, arguments: dict, timeout: float):
     except SourceUnavailable as exc:
         raise ToolError("tool_unavailable", str(exc)) from None
     url = base.rstrip("/") + "/" + path.lstrip("/")
+    if not tool_host_allowed(url):  # checked at every call: the allowed hosts may have narrowed since the sync
+        raise ToolError("tool_unavailable", "the source's host is not among the hosts this deployment allows "
+                                            "(WARRANT_TOOL_ALLOWED_HOSTS)")
     content = json.dumps(arguments["body"]).encode() if binding["body"] and "body" in arguments else None
     if content is not None:
         headers["Content-Type"] = "application/json"

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = {"DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": secrets.token_urlsafe(64),
-              "DJANGO_ALLOWED_HOSTS": "warrant.example.com,testserver", "WARRANT_MODEL_ALLOWED_HOSTS": "llm.internal"}
+              "DJANGO_ALLOWED_HOSTS": "warrant.example.com,testserver", "WARRANT_MODEL_ALLOWED_HOSTS": "llm.internal",
+              "WARRANT_TOOL_ALLOWED_HOSTS": "tools.internal"}
 
 
 def _python(code: str, env: dict, tmp_path) -> subprocess.CompletedProcess:
@@ -31,6 +32,14 @@ def test_check_deploy_warns_while_model_servers_may_be_anywhere(tmp_path):
                    "execute_from_command_line(['manage.py', 'check', '--deploy', '--fail-level', 'WARNING'])",
                    env, tmp_path)
     assert done.returncode != 0 and "governance.W002" in done.stdout + done.stderr
+
+
+def test_check_deploy_warns_while_tool_services_may_be_anywhere(tmp_path):
+    env = {k: v for k, v in PRODUCTION.items() if k != "WARRANT_TOOL_ALLOWED_HOSTS"}
+    done = _python("from django.core.management import execute_from_command_line; "
+                   "execute_from_command_line(['manage.py', 'check', '--deploy', '--fail-level', 'WARNING'])",
+                   env, tmp_path)
+    assert done.returncode != 0 and "governance.W003" in done.stdout + done.stderr
 
 
 def test_manage_py_check_deploy_is_clean_with_production_settings(tmp_path):

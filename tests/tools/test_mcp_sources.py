@@ -309,3 +309,18 @@ def test_a_hostile_mcp_result_taints_the_run_and_does_not_unlock_a_side_effect(r
     assert run.status == "awaiting_approval"
     assert [e["name"] for e in tool_events(run)] == [echo.name]  # the side effect waits for a human
     assert ApprovalRequest.objects.get(run=run).tool == toggler.name
+
+
+def test_an_mcp_http_source_off_the_allowed_hosts_is_not_spoken_to(demo, everything_http):
+    from django.conf import settings
+    from django.test import override_settings
+
+    source = sources.tool_source_create(values={"name": "web", "kind": "mcp_http", "url": everything_http})
+    sources.tool_source_sync(source=source)
+    add = _enable_and_grant(Tool.objects.get(name="web__get-sum"))
+    assert dispatch(tool=_spec(add), arguments={"a": 1, "b": 1}, ctx=CTX)["ok"]  # a session is open and kept
+    with override_settings(WARRANT={**settings.WARRANT, "TOOL_ALLOWED_HOSTS": ("tools.internal",)}):
+        envelope = dispatch(tool=_spec(add), arguments={"a": 2, "b": 40}, ctx=CTX)
+        assert (envelope["ok"], envelope["code"]) == (False, "tool_unavailable")
+        assert "WARRANT_TOOL_ALLOWED_HOSTS" in envelope["error"]
+    assert dispatch(tool=_spec(add), arguments={"a": 2, "b": 40}, ctx=CTX)["ok"]

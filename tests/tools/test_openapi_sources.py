@@ -4,7 +4,9 @@ import socket
 import threading
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import Group, User
+from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
 from agents import sources
@@ -211,3 +213,25 @@ def test_an_operation_with_a_broken_schema_is_left_out_and_reported(demo):
     assert rejected["name"] == "broken" and "not valid JSON Schema" in rejected["reason"]
     assert not Tool.objects.filter(name="mixed__broken").exists()
     assert len(Tool.objects.get(name="mixed__chatty").description) == 4000  # an operation's text is capped
+
+
+def _allowed(*hosts: str):
+    return override_settings(WARRANT={**settings.WARRANT, "TOOL_ALLOWED_HOSTS": hosts})
+
+
+def test_tool_sources_reach_only_the_hosts_the_deployment_allows(warrant_api, admin, live_server):
+    tool = _enable_and_grant("warrant__agents_retrieve")
+    before = set(Tool.objects.filter(tool_source=warrant_api).values_list("name", "description"))
+    with _allowed("tools.internal"):
+        # Registering one elsewhere is refused, naming the setting.
+        refused = admin.post("/api/v1/tool-sources/", {"name": "elsewhere", "kind": "openapi",
+                                                      "url": f"{live_server.url}/api/v1/schema/"}, format="json")
+        assert refused.status_code == 400 and "WARRANT_TOOL_ALLOWED_HOSTS" in str(refused.json()["error"]["details"]["url"])
+        # One registered before the list narrowed is neither called nor synced.
+        envelope = dispatch(tool=_spec(tool), arguments={"slug": "crm-assistant"}, ctx=CTX)
+        assert (envelope["ok"], envelope["code"]) == (False, "tool_unavailable") and "WARRANT_TOOL_ALLOWED_HOSTS" in envelope["error"]
+        report = sources.tool_source_sync(source=warrant_api)
+        assert report["ok"] is False and report["error"]["code"] == "source_not_allowed"
+    assert set(Tool.objects.filter(tool_source=warrant_api).values_list("name", "description")) == before
+    with _allowed("127.0.0.1"):
+        assert dispatch(tool=_spec(tool), arguments={"slug": "crm-assistant"}, ctx=CTX)["ok"]
