@@ -7,7 +7,8 @@ Kinds (WARRANT["REDACT"], from WARRANT_REDACT, comma-separated):
 - `api_keys`: key-shaped tokens (sk-…, AKIA…, ghp_…, xox…-, AIza…, "api_key=…") and the values
   of environment variables whose names say they are secrets (…_API_KEY, …_SECRET, …_TOKEN,
   …_PASSWORD, DJANGO_SECRET_KEY): the fake key a canary test plants is caught either way.
-- `card_numbers`: 13-19 digits (spaces or dashes allowed) that pass the Luhn check.
+- `card_numbers`: 13-19 digits (spaces or dashes allowed) that pass the Luhn check and stand
+  alone (digits inside a longer token, such as a UUID or a hex digest, are not a card number).
 - `emails`: e-mail addresses.
 """
 
@@ -22,7 +23,9 @@ _API_KEY = re.compile(
     r"\b(?:sk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{30,}|xox[abprs]-[A-Za-z0-9-]{10,}"
     r"|AIza[0-9A-Za-z_-]{35})\b|(?i:\b(?:api[_-]?key|secret|token|password)\s*[=:]\s*)[^\s,;\"']{8,}"
 )
-_CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
+# Standing alone: a run of digits inside a longer token (a UUID's "a126-4871-8630-5200067b6f38",
+# a hex digest) is not a card number, and redacting it would corrupt an id in the trace.
+_CARD = re.compile(r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])")
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _SECRET_ENV = re.compile(r"(?:API_KEY|SECRET|SECRET_KEY|TOKEN|PASSWORD)$")
 MIN_SECRET_CHARS = 8
