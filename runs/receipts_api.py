@@ -156,6 +156,12 @@ class ReceiptExportApi(_Receipts, GenericAPIView):
     renderer_classes = [renderers.JSONRenderer, JSONLinesRenderer, CSVRenderer]  # JSON first: errors render as JSON
     content_negotiation_class = ExportNegotiation
 
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if response.status_code >= 400:  # an error is a JSON error body, whatever format the file was to be in
+            response.accepted_renderer, response.accepted_media_type = renderers.JSONRenderer(), "application/json"
+        return response
+
     @extend_schema(
         operation_id="receipts_export",
         description=f"At most {EXPORT_LIMIT:,} receipts per file, in chain order. When the selection holds more, "
@@ -164,17 +170,13 @@ class ReceiptExportApi(_Receipts, GenericAPIView):
         responses={(200, "application/x-ndjson"): OpenApiTypes.STR, (200, "text/csv"): OpenApiTypes.STR},
         parameters=[
             OpenApiParameter("format", str, enum=list(EXPORT_FORMATS), required=True),
+            OpenApiParameter("seq_after", {"type": "integer", "minimum": 0, "maximum": MAX_SEQ},
+                             description="Only receipts after this one in the chain: how the next part is read."),
             OpenApiParameter("Warrant-Export-Complete", str, OpenApiParameter.HEADER, response=[200], required=True,
                              enum=["true", "false"], description="false: more receipts match; see Link."),
             OpenApiParameter("Link", str, OpenApiParameter.HEADER, response=[200],
                              description='The next part, `<url>; rel="next"`, when the export is not complete.'),
         ])
-    def finalize_response(self, request, response, *args, **kwargs):
-        response = super().finalize_response(request, response, *args, **kwargs)
-        if response.status_code >= 400:  # an error is a JSON error body, whatever format the file was to be in
-            response.accepted_renderer, response.accepted_media_type = renderers.JSONRenderer(), "application/json"
-        return response
-
     def get(self, request):
         data, more = export_part(self.filter_queryset(self.get_queryset()))
         receipt_access_record(user=request.user, action="export", receipts=data, channel="api",
