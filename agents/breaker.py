@@ -34,15 +34,22 @@ class DatabaseBreaker:
         self.failures = failures or settings.WARRANT["MODEL_BREAKER_FAILURES"]
         self.cooldown = timedelta(seconds=cooldown_seconds or settings.WARRANT["MODEL_BREAKER_COOLDOWN_SECONDS"])
         self._has_row: set[str] = set()  # profiles whose health row allow() found (rows are never deleted)
+        # Profiles whose row allow() last saw closed, with no failure and a recent success: the
+        # success that follows would write nothing (see succeeded), so it sends no statement.
+        self._clean: set[str] = set()
 
     def allow(self, profile: str) -> bool:
         now = timezone.now()
+        self._clean.discard(profile)
         try:
-            row = ModelProfileHealth.objects.filter(profile_name=profile).values_list("opened_until").first()
+            row = ModelProfileHealth.objects.filter(profile_name=profile).values_list(
+                "opened_until", "consecutive_failures", "last_success_at").first()
             if row is not None:
                 self._has_row.add(profile)
             opened_until = row[0] if row is not None else None
             if opened_until is None:
+                if row is not None and row[1] == 0 and row[2] is not None and row[2] > now - SUCCESS_WRITE_INTERVAL:
+                    self._clean.add(profile)
                 return True
             if opened_until > now:
                 return False
@@ -54,6 +61,9 @@ class DatabaseBreaker:
             return True
 
     def succeeded(self, profile: str, *, latency_ms: int) -> None:
+        if profile in self._clean:
+            self._clean.discard(profile)
+            return
         now = timezone.now()
         rows = ModelProfileHealth.objects.filter(profile_name=profile)
         try:
@@ -69,6 +79,7 @@ class DatabaseBreaker:
             logger.exception("could not record a success of %s", profile)
 
     def failed(self, profile: str, *, error: str, counts: bool) -> bool:
+        self._clean.discard(profile)
         now = timezone.now()
         try:
             with transaction.atomic():

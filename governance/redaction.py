@@ -32,9 +32,19 @@ MIN_SECRET_CHARS = 8
 
 
 def env_secrets() -> list[str]:
-    """Values of environment variables named like secrets, longest first."""
-    values = {v for k, v in os.environ.items() if _SECRET_ENV.search(k.upper()) and len(v) >= MIN_SECRET_CHARS}
-    return sorted(values, key=len, reverse=True)
+    """Values of environment variables named like secrets, longest first.
+
+    Asked for every trace write, so the answer is kept while the environment is the same one:
+    the key is the environment's own (already encoded) items, which cost no decoding to compare."""
+    raw = getattr(os.environ, "_data", None)
+    key = frozenset(raw.items()) if isinstance(raw, dict) else None
+    if key is None or key != _env_secrets_kept[0]:
+        values = {v for k, v in os.environ.items() if _SECRET_ENV.search(k.upper()) and len(v) >= MIN_SECRET_CHARS}
+        _env_secrets_kept[:] = [key, sorted(values, key=len, reverse=True)]
+    return list(_env_secrets_kept[1])
+
+
+_env_secrets_kept: list = [None, []]
 
 
 def _luhn(digits: str) -> bool:

@@ -1,6 +1,7 @@
 """Reads of the policy domain, shaped for the pure engine."""
 
 
+from governance import stamp as governance_stamp
 from governance.engine import PolicySpec
 from governance.models import Policy, ToolGrant
 
@@ -50,10 +51,23 @@ def policy_specs(*, agent_slug: str | None = None) -> list[PolicySpec]:
     return specs
 
 
+_granted_kept = governance_stamp.Kept(limit=1_000)
+
+
 def granted_tool_names(*, role_names: list[str]) -> set[str]:
-    return set(
-        ToolGrant.objects.filter(role__name__in=role_names, tool__enabled=True).values_list("tool__name", flat=True)
-    )
+    """Enabled tools granted to any of `role_names`, as the database holds them now.
+
+    Asked before every tool batch, so the answer is kept while the governance stamp holds: grants,
+    roles and tools are stamped tables, and any write to them (committed, or this transaction's
+    own) changes the stamp this reads first."""
+    stamp, key = governance_stamp.current(), tuple(sorted(role_names))
+    granted = _granted_kept.get(stamp, key)
+    if granted is None:
+        granted = frozenset(
+            ToolGrant.objects.filter(role__name__in=role_names, tool__enabled=True).values_list("tool__name", flat=True)
+        )
+        _granted_kept.keep(stamp, {key: granted})
+    return set(granted)
 
 
 def user_role_names(user) -> list[str]:

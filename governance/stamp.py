@@ -9,10 +9,11 @@ flushed table (tests) can never bring back a stamp a process still caches.
 
 from django.db import connection
 
-# Every table runs.freeze reads, directly or through a join. tests/runs/test_freeze_cache.py
-# checks the list against the SQL an uncached freeze sends.
+# Every table runs.freeze reads, directly or through a join (tests/runs/test_freeze_cache.py
+# checks the list against the SQL an uncached freeze sends), and the tool sources, which the
+# dispatcher's live check per call reads with the tool's row.
 TABLES = (
-    "agents_agent", "agents_agentversion", "agents_tool",
+    "agents_agent", "agents_agentversion", "agents_tool", "agents_toolsource",
     "governance_policy", "governance_policy_agents", "governance_toolgrant",
     "skills_skill",
     "auth_group", "auth_user_groups", "auth_group_permissions", "auth_user_user_permissions", "auth_permission",

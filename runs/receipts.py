@@ -58,7 +58,7 @@ def receipt_body(run: Run) -> dict:
             fired.append({"id": decision["policy_id"], "version": decision["version"], "type": decision["type"]})
     skills = {s["name"]: s for s in snapshot.get("skills", [])}
     # Only a run that parked has approval requests (runs from before `parks` was counted are asked).
-    requests = ApprovalRequest.objects.filter(run=run) if state.get("parks", 1) else ApprovalRequest.objects.none()
+    requests = ApprovalRequest.objects.filter(run=run).select_related("approver_role", "decided_by")
     approvals = [
         {
             "id": str(a.id),
@@ -69,8 +69,8 @@ def receipt_body(run: Run) -> dict:
             "decided_by": a.decided_by.get_username() if a.decided_by_id else None,
             "decided_at": _iso(a.decided_at),
         }
-        for a in requests.select_related("approver_role", "decided_by").order_by("created_at", "id")
-    ]
+        for a in requests.order_by("created_at", "id")
+    ] if state.get("parks", 1) else []
     wall_ms = int((run.finished_at - run.started_at).total_seconds() * 1000) if run.started_at and run.finished_at else 0
     return {
         "run_id": str(run.id),

@@ -412,8 +412,10 @@ def _lock_approval(approval_id) -> tuple[Run, ApprovalRequest] | None:
     run_id = ApprovalRequest.objects.filter(id=approval_id).values_list("run_id", flat=True).first()
     if run_id is None:
         return None
-    run = Run.objects.select_for_update().get(id=run_id)
-    approval = ApprovalRequest.objects.select_for_update().select_related("run", "approver_role").get(id=approval_id)
+    # A decision needs neither the run's frozen snapshot nor its state: both stay unread.
+    run = Run.objects.select_for_update().defer("snapshot", "state").get(id=run_id)
+    approval = ApprovalRequest.objects.select_for_update().select_related("approver_role").get(id=approval_id)
+    approval.run = run
     return run, approval
 
 

@@ -23,6 +23,7 @@ from agents.tools import mcp, openapi, pytools
 from agents.tools.arguments import validate as validate_arguments
 from agents.tools.deadline import ToolTimeout, deadline
 from agents.tools.envelopes import ToolContext, ToolError, error, ok
+from governance import stamp as governance_stamp
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ def dispatch(*, tool: dict, arguments: dict, ctx: ToolContext) -> dict:
         return error("invalid_arguments", exc.message, path=list(exc.absolute_path))
     except jsonschema.SchemaError as exc:
         return error("invalid_arguments", f"the tool's schema is broken: {exc.message}")
-    row = Tool.objects.select_related("tool_source").filter(name=name).first()
+    row = _live_row(name)
     refusal = _refusal(tool, row)
     if refusal is not None:
         return refusal
@@ -69,6 +70,20 @@ def dispatch(*, tool: dict, arguments: dict, ctx: ToolContext) -> dict:
     if size > limit:
         return error("result_too_large", f"{name} returned {size} characters; the limit is {limit}")
     return ok(data)
+
+
+_rows_kept = governance_stamp.Kept(limit=2_000)
+
+
+def _live_row(name: str) -> Tool | None:
+    """The tool's registry row (with its source) as the database holds it now: kept while the
+    governance stamp holds, which every write to tools and tool sources changes."""
+    stamp = governance_stamp.current()
+    kept = _rows_kept.get(stamp, name)
+    if kept is None:
+        kept = (Tool.objects.select_related("tool_source").filter(name=name).first(),)
+        _rows_kept.keep(stamp, {name: kept})
+    return kept[0]
 
 
 def _refusal(tool: dict, row: Tool | None) -> dict | None:
