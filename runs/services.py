@@ -445,13 +445,17 @@ EXPIRED_REASON = "expired before a decision; counts as denied"
 def _approval_close(run: Run, approval: ApprovalRequest, status: str, *, now, user, reason: str) -> None:
     approval.status, approval.decided_by, approval.decided_at, approval.reason = status, user, now, reason
     approval.save(update_fields=["status", "decided_by", "decided_at", "reason"])
-    _event(run, "approval_decided", {"approval_id": str(approval.id), "tool": approval.tool, "decision": status,
-                                     "decided_by": user.get_username() if user else None, "reason": reason})
+    decided = ("approval_decided", {"approval_id": str(approval.id), "tool": approval.tool, "decision": status,
+                                    "decided_by": user.get_username() if user else None, "reason": reason})
     if run.status == RunStatus.AWAITING_APPROVAL:
-        # Time spent waiting for a human does not count against the run's own deadline.
+        # Time spent waiting for a human does not count against the run's own deadline. The
+        # status change numbers the decision's event in the same statement.
         waited = now - approval.created_at
-        _set_status(run, RunStatus.QUEUED, deadline_at=(run.deadline_at + waited) if run.deadline_at else None)
+        _set_status(run, RunStatus.QUEUED, events=[decided],
+                    deadline_at=(run.deadline_at + waited) if run.deadline_at else None)
         _enqueue(run.id)
+    else:
+        _event(run, *decided)
 
 
 def approval_expire_due() -> int:

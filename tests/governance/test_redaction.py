@@ -24,3 +24,17 @@ def test_a_uuid_is_never_taken_for_a_card_number():
     assert [i for i in ids if _redact(i) != i] == []
     digest = "3f6d1a0b5c2e4f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a"
     assert _redact(digest) == digest
+
+
+def test_secrets_follow_the_environment_as_it_changes(monkeypatch):
+    """env_secrets is kept between calls, but never past a change to the environment."""
+    monkeypatch.setenv("BENCH_PARTNER_API_KEY", "first-secret-value")
+    assert "first-secret-value" in redaction.env_secrets()
+    monkeypatch.setenv("BENCH_PARTNER_API_KEY", "second-secret-value")
+    secrets = redaction.env_secrets()
+    assert "second-secret-value" in secrets and "first-secret-value" not in secrets
+    monkeypatch.delenv("BENCH_PARTNER_API_KEY")
+    assert "second-secret-value" not in redaction.env_secrets()
+    monkeypatch.setenv("SOME_PASSWORD", "a-password-value")
+    assert redaction.redact({"note": "pw a-password-value"}, kinds=["api_keys"], secrets=redaction.env_secrets()) == {
+        "note": "pw [redacted:api_key]"}

@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import logging
+import re
 import uuid
 
 import pytest
@@ -21,6 +22,10 @@ from tests.security.test_approval_binding import _run
 pytestmark = pytest.mark.django_db
 
 FAKE_KEY = "sk-canary-" + uuid.uuid4().hex
+
+# The planted card as a writer would put it, not "4111" alone: a hex digest or a UUID in a
+# receipt carries that by chance now and then.
+_CARD_AS_WRITTEN = re.compile(r"4111[ -]?1111[ -]?1111[ -]?1111")
 
 
 @pytest.fixture
@@ -69,10 +74,10 @@ def test_the_planted_key_and_emails_never_reach_the_trace_receipts_exports_or_ot
     run.refresh_from_db()
     assert run.status == "succeeded"
     others = _everything_said_about(run, compliance, second_operator, approver, outsider)
-    assert planted_key not in others and "4111" not in others
+    assert planted_key not in others and not _CARD_AS_WRITTEN.search(others)
     assert "[redacted:api_key]" in others and "[redacted:card_number]" in others
     trace = json.dumps(list(run.events.values("data"))) + operator.get(f"/api/v1/runs/{run.id}/events/").content.decode()
-    assert planted_key not in trace and "exfil@attacker.example" not in trace and "4111" not in trace
+    assert planted_key not in trace and "exfil@attacker.example" not in trace and not _CARD_AS_WRITTEN.search(trace)
     card = approver.get("/api/v1/approvals/", {"status": "denied"}).json()["results"][0]
     assert card["arguments"]["to"] == "exfil@attacker.example", "the approver sees where it was going"
     assert card["arguments"]["body"] == "The key is [redacted:api_key], card [redacted:card_number]"
