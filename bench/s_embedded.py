@@ -7,6 +7,7 @@ screening, per-step checkpoints with events, the approval bound to the call's di
 hash-chained receipt. Every variant's answers are checked, not only timed.
 """
 
+import time
 from pathlib import Path
 
 from bench import djangoenv
@@ -62,10 +63,49 @@ def run(*, workdir: Path, n: int, reps: int, scenarios=("harness", "approval")) 
         # Every variant gives the right answer before anything is timed (and warms up).
         assert w_check(w_once()) == expected
         assert variants["langgraph"]() == expected and variants["pydantic_ai"]() == expected
+        # What one run asks of its database (counted, not timed): statements and transactions.
+        for name, counts in (("warrant", _warrant_sql(w_once)), ("langgraph", _sqlite_sql(lg.conn, variants["langgraph"]))):
+            for metric, unit in (("statements_per_run", "statements"), ("transactions_per_run", "transactions")):
+                records.append(record(scenario, name, 0, metric, counts[metric], unit))
         for rep, order in rotations(list(variants), reps):
             for name in order:
                 fn = variants[name]
+                cpu = time.process_time()
                 value = rate(lambda _i: fn(), n)
+                cpu_ms = (time.process_time() - cpu) / n * 1000
                 records.append(record(scenario, name, rep, "runs_per_s", value, "runs/s", n=n))
+                records.append(record(scenario, name, rep, "cpu_ms_per_run", cpu_ms, "ms", n=n))
         lg.close()
     return records
+
+
+def _counted(statements: list[str]) -> dict:
+    """Statements that read or write, and transactions (each BEGIN; commits end them)."""
+    begins = sum(1 for sql in statements if sql.lstrip().upper().startswith("BEGIN"))
+    control = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
+    work = sum(1 for sql in statements if not sql.lstrip().upper().startswith(control))
+    return {"statements_per_run": work, "transactions_per_run": begins}
+
+
+def _warrant_sql(once) -> dict:
+    from django.db import connection
+
+    seen = []
+
+    def spy(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(spy):
+        once()
+    return _counted(seen)
+
+
+def _sqlite_sql(conn, once) -> dict:
+    seen = []
+    conn.set_trace_callback(seen.append)
+    try:
+        once()
+    finally:
+        conn.set_trace_callback(None)
+    return _counted(seen)

@@ -126,8 +126,12 @@ def step(
     result = StepResult(state=pickle.loads(pickle.dumps(state, pickle.HIGHEST_PROTOCOL)), outcome=Continue())
     try:
         if result.state["phase"] == "start":
+            # The start (policies, screening, skills) is not a step of its own: the first model
+            # call follows it in the same step and checkpoint, unless an intent guard ended the run.
             _begin(result, snapshot)
-        elif (stop := _stop_condition(result.state, snapshot, deps, cancel_requested, deadline)) is not None:
+            if result.state["phase"] != "running":
+                return result
+        if (stop := _stop_condition(result.state, snapshot, deps, cancel_requested, deadline)) is not None:
             result.outcome = stop
         elif result.state["pending"]:
             _run_tools(result, snapshot, deps, run_id=run_id, decisions=decisions)
