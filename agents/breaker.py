@@ -8,9 +8,11 @@ probes it, and a success closes the breaker for all. Slow I/O never happens unde
 
 import logging
 from datetime import timedelta
+from datetime import timezone as dt_timezone
+from functools import lru_cache
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -18,6 +20,27 @@ from agents.models import ModelProfileHealth
 
 logger = logging.getLogger(__name__)
 SUCCESS_WRITE_INTERVAL = timedelta(seconds=5)
+
+
+@lru_cache(maxsize=1)
+def _health_sql() -> str:
+    opts, qn = ModelProfileHealth._meta, connection.ops.quote_name
+    columns = ", ".join(qn(opts.get_field(name).column) for name in ("opened_until", "consecutive_failures", "last_success_at"))
+    return f"SELECT {columns} FROM {qn(opts.db_table)} WHERE {qn(opts.get_field('profile_name').column)} = %s"
+
+
+def _aware(value):
+    # SQLite keeps naive UTC text, which Django's SQLite connection reads back as naive datetimes.
+    return timezone.make_aware(value, dt_timezone.utc) if value is not None and timezone.is_naive(value) else value
+
+
+def _health(profile: str) -> tuple | None:
+    """(opened_until, consecutive_failures, last_success_at), read before every model call: one
+    plain SELECT by the unique name, without the ORM's query building."""
+    with connection.cursor() as cursor:
+        cursor.execute(_health_sql(), [profile])
+        row = cursor.fetchone()
+    return None if row is None else (_aware(row[0]), row[1], _aware(row[2]))
 
 
 def breaker_state(health: ModelProfileHealth | None, now=None) -> str:
@@ -42,8 +65,7 @@ class DatabaseBreaker:
         now = timezone.now()
         self._clean.discard(profile)
         try:
-            row = ModelProfileHealth.objects.filter(profile_name=profile).values_list(
-                "opened_until", "consecutive_failures", "last_success_at").first()
+            row = _health(profile)
             if row is not None:
                 self._has_row.add(profile)
             opened_until = row[0] if row is not None else None

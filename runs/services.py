@@ -203,23 +203,50 @@ def _claim(run_id, worker: str) -> Run | None:
     """queued -> running, or take over a running run whose lease expired. The run if we own it."""
     now = timezone.now()
     lease = now + timedelta(seconds=settings.WARRANT["LEASE_SECONDS"])
-    claimable = Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
     with transaction.atomic():
-        changed = Run.objects.filter(claimable, id=run_id).update(
-            status=RunStatus.RUNNING, status_changed_at=now, lease_owner=worker, lease_expires_at=lease,
-            deliveries=F("deliveries") + 1, event_seq=F("event_seq") + 1,
-        )
-        if changed != 1:
-            return None
         # Read under the row lock the UPDATE took: the cancel flag and the trace's sequence are
         # as of this claim, and the "claimed" event takes the number the UPDATE reserved.
-        run = Run.objects.get(id=run_id)
+        run = _claim_update(run_id, worker, now, lease)
+        if run is None:
+            return None
         if run.started_at is None and run.deliveries <= settings.WARRANT["MAX_DELIVERIES"]:
             run.started_at = now
             run.deadline_at = now + timedelta(seconds=run.snapshot["agent"]["deadline_seconds"])
             Run.objects.filter(id=run.id).update(started_at=run.started_at, deadline_at=run.deadline_at)
         _write_events(run, run.event_seq, [(run.step, "claimed", {"worker": worker, "delivery": run.deliveries})])
     return run
+
+
+def _claim_update(run_id, worker: str, now, lease) -> Run | None:
+    """The claim's compare-and-set, and the run as it left it (None if it was not claimable)."""
+    if not connection.features.can_return_columns_from_insert:
+        claimable = Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
+        changed = Run.objects.filter(claimable, id=run_id).update(
+            status=RunStatus.RUNNING, status_changed_at=now, lease_owner=worker, lease_expires_at=lease,
+            deliveries=F("deliveries") + 1, event_seq=F("event_seq") + 1,
+        )
+        return Run.objects.get(id=run_id) if changed == 1 else None
+    # UPDATE ... RETURNING every column: the claim and the read in one statement.
+    def prep(name: str, value):
+        return Run._meta.get_field(name).get_db_prep_value(value, connection)
+
+    params = [RunStatus.RUNNING, prep("status_changed_at", now), worker, prep("lease_expires_at", lease),
+              prep("id", run_id), RunStatus.QUEUED, RunStatus.RUNNING, prep("lease_expires_at", now)]
+    claimed = list(Run.objects.raw(_claim_sql(), params))
+    return claimed[0] if claimed else None
+
+
+@lru_cache(maxsize=1)
+def _claim_sql() -> str:
+    opts, qn = Run._meta, connection.ops.quote_name
+    col = {name: qn(opts.get_field(name).column) for name in (
+        "id", "status", "status_changed_at", "lease_owner", "lease_expires_at", "deliveries", "event_seq")}
+    returning = ", ".join(qn(field.column) for field in opts.concrete_fields)
+    return (f"UPDATE {qn(opts.db_table)} SET {col['status']} = %s, {col['status_changed_at']} = %s, "
+            f"{col['lease_owner']} = %s, {col['lease_expires_at']} = %s, "
+            f"{col['deliveries']} = {col['deliveries']} + 1, {col['event_seq']} = {col['event_seq']} + 1 "
+            f"WHERE {col['id']} = %s AND ({col['status']} = %s OR ({col['status']} = %s AND {col['lease_expires_at']} < %s)) "
+            f"RETURNING {returning}")
 
 
 def _deps(run: Run) -> harness.Deps:
