@@ -123,32 +123,34 @@ def _update_returning(run_id, *, where: dict, values: dict, add: dict, returning
     """UPDATE the run's row (if it still matches `where`) and read `returning` back in the same
     statement, so the values are those of the row as this write left it, under its lock. None
     when no row matched. `add` increments integer columns."""
+    if not connection.features.can_return_columns_from_insert:
+        updates = {name: F(name) + amount for name, amount in add.items()} | values
+        if Run.objects.filter(id=run_id, **where).update(**updates) != 1:
+            return None
+        return Run.objects.filter(id=run_id).values_list(*returning).get()
+    # UPDATE ... RETURNING (PostgreSQL, SQLite 3.35+); the statement is built once per shape.
+    sql, set_fields, where_fields = _update_sql(tuple(values), tuple(add), tuple(where), returning)
+    params = [field.get_db_prep_save(value, connection) for field, value in zip(set_fields, values.values())]
+    params += add.values()
+    params += [field.get_db_prep_value(value, connection) for field, value in zip(where_fields, (run_id, *where.values()))]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
+
+
+@lru_cache(maxsize=64)
+def _update_sql(values: tuple, add: tuple, where: tuple, returning: tuple) -> tuple[str, list, list]:
     opts, qn = Run._meta, connection.ops.quote_name
-    sets, params = [], []
-    for name, value in values.items():
-        field = opts.get_field(name)
-        sets.append(f"{qn(field.column)} = %s")
-        params.append(field.get_db_prep_save(value, connection))
-    for name, amount in add.items():
+    set_fields = [opts.get_field(name) for name in values]
+    sets = [f"{qn(field.column)} = %s" for field in set_fields]
+    for name in add:
         column = qn(opts.get_field(name).column)
         sets.append(f"{column} = {column} + %s")
-        params.append(amount)
-    conditions = []
-    for name, value in {"id": run_id, **where}.items():
-        field = opts.get_field(name)
-        conditions.append(f"{qn(field.column)} = %s")
-        params.append(field.get_db_prep_value(value, connection))
+    where_fields = [opts.get_field(name) for name in ("id", *where)]
+    conditions = " AND ".join(f"{qn(field.column)} = %s" for field in where_fields)
     columns = ", ".join(qn(opts.get_field(name).column) for name in returning)
-    if connection.features.can_return_columns_from_insert:  # UPDATE ... RETURNING: PostgreSQL, SQLite 3.35+
-        sql = (f"UPDATE {qn(opts.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)} "
-               f"RETURNING {columns}")
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchone()
-    updates = {name: F(name) + amount for name, amount in add.items()} | values
-    if Run.objects.filter(id=run_id, **where).update(**updates) != 1:
-        return None
-    return Run.objects.filter(id=run_id).values_list(*returning).get()
+    sql = f"UPDATE {qn(opts.db_table)} SET {', '.join(sets)} WHERE {conditions} RETURNING {columns}"
+    return sql, set_fields, where_fields
 
 
 def _take_seqs(run: Run, count: int) -> int:
