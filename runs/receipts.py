@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from runs.models import ApprovalRequest, Receipt, ReceiptCheckpoint, Run
@@ -58,18 +59,13 @@ def receipt_body(run: Run) -> dict:
             fired.append({"id": decision["policy_id"], "version": decision["version"], "type": decision["type"]})
     skills = {s["name"]: s for s in snapshot.get("skills", [])}
     # Only a run that parked has approval requests (runs from before `parks` was counted are asked).
-    requests = ApprovalRequest.objects.filter(run=run).select_related("approver_role", "decided_by")
+    columns = ("id", "tool", "arguments_sha256", "approver_role__name", "status",
+               f"decided_by__{get_user_model().USERNAME_FIELD}", "decided_at")
     approvals = [
-        {
-            "id": str(a.id),
-            "tool": a.tool,
-            "arguments_sha256": a.arguments_sha256,
-            "approver_role": a.approver_role.name,
-            "decision": a.status,
-            "decided_by": a.decided_by.get_username() if a.decided_by_id else None,
-            "decided_at": _iso(a.decided_at),
-        }
-        for a in requests.order_by("created_at", "id")
+        {"id": str(id_), "tool": tool, "arguments_sha256": digest, "approver_role": role, "decision": status,
+         "decided_by": decided_by, "decided_at": _iso(decided_at)}
+        for id_, tool, digest, role, status, decided_by, decided_at
+        in ApprovalRequest.objects.filter(run=run).order_by("created_at", "id").values_list(*columns)
     ] if state.get("parks", 1) else []
     wall_ms = int((run.finished_at - run.started_at).total_seconds() * 1000) if run.started_at and run.finished_at else 0
     return {

@@ -396,22 +396,32 @@ def _park_or_finish(run: Run, park: harness.Park) -> None:
 
 
 def _park(run: Run, park: harness.Park, role: Group) -> None:
-    ttl = park.ttl_seconds or settings.WARRANT["DEFAULT_APPROVAL_TTL_SECONDS"]
-    request, created = ApprovalRequest.objects.get_or_create(
-        run=run, call_id=park.call_id, arguments_sha256=park.arguments_sha256,
-        defaults={
-            "step": park.step, "tool": park.tool, "arguments": park.arguments,
-            "policy_id": park.policy["policy_id"] if park.policy else None,
-            "policy_version": park.policy["version"] if park.policy else None,
-            "policy_name": park.policy["policy"] if park.policy else "",
-            "approver_role": role, "reasons": park.reasons, "model_rationale": park.rationale,
-            "expires_at": timezone.now() + timedelta(seconds=ttl),
-        },
-    )
+    request = _approval_request(run, park, role)
     _set_status(run, RunStatus.AWAITING_APPROVAL, lease_owner="", lease_expires_at=None, events=[(
         "approval_requested", {"approval_id": str(request.id), "tool": park.tool, "arguments": park.arguments,
                                "arguments_sha256": park.arguments_sha256, "approver_role": role.name,
                                "policy": park.policy, "reasons": park.reasons})])
+
+
+def _approval_request(run: Run, park: harness.Park, role: Group) -> ApprovalRequest:
+    """The request for this call and these exact arguments: created, or the one already there."""
+    ttl = park.ttl_seconds or settings.WARRANT["DEFAULT_APPROVAL_TTL_SECONDS"]
+    key = {"run": run, "call_id": park.call_id, "arguments_sha256": park.arguments_sha256}
+    try:
+        # A call parks once (a decided one is not asked again), so try the insert first; the
+        # unique (run, call, digest) finds a request that is already there.
+        with transaction.atomic():
+            request = ApprovalRequest.objects.create(
+                **key, step=park.step, tool=park.tool, arguments=park.arguments,
+                policy_id=park.policy["policy_id"] if park.policy else None,
+                policy_version=park.policy["version"] if park.policy else None,
+                policy_name=park.policy["policy"] if park.policy else "",
+                approver_role=role, reasons=park.reasons, model_rationale=park.rationale,
+                expires_at=timezone.now() + timedelta(seconds=ttl),
+            )
+    except IntegrityError:
+        request = ApprovalRequest.objects.get(**key)
+    return request
 
 
 def _finished(run: Run, finish: harness.Finish, now) -> dict:
@@ -455,7 +465,7 @@ def check_approval_decide(*, approval: ApprovalRequest, user) -> None:
 
 def _lock_approval(approval_id) -> tuple[Run, ApprovalRequest] | None:
     """Lock the run, then its approval request: the order every writer of both follows."""
-    run_id = ApprovalRequest.objects.filter(id=approval_id).values_list("run_id", flat=True).first()
+    run_id = next(iter(ApprovalRequest.objects.filter(id=approval_id).values_list("run_id", flat=True)[:1]), None)
     if run_id is None:
         return None
     # A decision needs neither the run's frozen snapshot nor its state: both stay unread.

@@ -74,3 +74,21 @@ def test_a_step_with_more_events_than_one_statement_takes_is_written_whole(demo)
     run.refresh_from_db()
     assert _seqs(run) == list(range(1, many + 2)) and run.event_seq == many + 1
     assert [e["n"] for e in run.events.filter(kind="note").order_by("seq").values_list("data", flat=True)] == list(range(many))
+
+
+def test_a_call_parked_again_finds_its_request_instead_of_a_second_one(demo):
+    """The request is inserted first; the unique (run, call, digest) hands back the one already there."""
+    from runs.harness import Park
+
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text="How healthy is Acme Corp?",
+                                caller=User.objects.get(username="operator"))
+    park = Park(call_id="call_9", step=3, tool="delete_account", arguments={"account_id": "A-1"},
+                arguments_sha256="ab" * 32, approver_role="secops", ttl_seconds=60, policy=None,
+                reasons=["bench"], rationale="")
+    role = Group.objects.get(name="secops")
+    with transaction.atomic():
+        first = services._approval_request(run, park, role)
+        again = services._approval_request(run, park, role)  # its failed insert must not end the transaction
+        other = services._approval_request(run, Park(**{**park.__dict__, "arguments_sha256": "cd" * 32}), role)
+    assert again.id == first.id and other.id != first.id
+    assert ApprovalRequest.objects.filter(run=run).count() == 2
