@@ -139,7 +139,7 @@ def _agent_apply(agent: Agent, values: dict) -> list[Tool] | None:
     return tools
 
 
-def _save_new(obj, *, key: str, exclude: list[str] | None = None) -> None:
+def save_new(obj, *, key: str, exclude: list[str] | None = None) -> None:
     """Insert a row named by `key`; a name already taken is a conflict (409), not bad input."""
     value = getattr(obj, key)
     taken = Conflict(f"a {obj._meta.verbose_name} with {key} {value!r} already exists", details={key: value})
@@ -158,7 +158,7 @@ def agent_create(*, values: dict) -> Agent:
     """A new draft; nothing runs it until it is published."""
     agent = Agent(slug=values.get("slug", ""))
     tools = _agent_apply(agent, values)
-    _save_new(agent, key="slug", exclude=["tools"])
+    save_new(agent, key="slug", exclude=["tools"])
     if tools:
         agent.tools.set(tools)
     return agent
@@ -242,7 +242,7 @@ def model_profile_create(*, values: dict) -> ModelProfile:
         if name in values:
             setattr(profile, name, values[name])
     model_profile_check(profile)
-    _save_new(profile, key="name")
+    save_new(profile, key="name")
     return profile
 
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from agents.models import Tool, ToolSource, tool_fingerprint
 from agents.services import (
-    ENV_VAR_NAME, HTTP_URL, _save_new, check_key_env_name, timeout_validator, tool_host_allowed,
+    ENV_VAR_NAME, HTTP_URL, save_new, check_key_env_name, timeout_validator, tool_host_allowed,
 )
 from agents.tools import mcp, openapi, pytools
 from agents.tools.deadline import ToolTimeout
@@ -126,7 +126,7 @@ def tool_source_create(*, values: dict, user=None) -> ToolSource:
     source = ToolSource(name=values.get("name", ""), kind=values.get("kind", ""), created_by=user)
     _apply(source, values)
     tool_source_check(source)
-    _save_new(source, key="name")  # a name already taken is a conflict (409)
+    save_new(source, key="name")  # a name already taken is a conflict (409)
     return source
 
 

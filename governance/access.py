@@ -34,12 +34,7 @@ def _load(user) -> Access:
 
 def access_of(user, *, stamp: str | None = None) -> Access:
     """`stamp`: the governance stamp this request already read, if any."""
-    stamp = stamp if stamp is not None else governance_stamp.current()
-    access = _kept.get(stamp, user.pk)
-    if access is None:
-        access = _load(user)
-        _kept.keep(stamp, {user.pk: access})
-    return access
+    return _kept.get_or_load(user.pk, lambda: _load(user), stamp=stamp)
 
 
 def has_model_permission(user, permission: str, *, stamp: str | None = None) -> bool:

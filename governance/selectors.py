@@ -60,13 +60,8 @@ def granted_tool_names(*, role_names: list[str]) -> set[str]:
     Asked before every tool batch, so the answer is kept while the governance stamp holds: grants,
     roles and tools are stamped tables, and any write to them (committed, or this transaction's
     own) changes the stamp this reads first."""
-    stamp, key = governance_stamp.current(), tuple(sorted(role_names))
-    granted = _granted_kept.get(stamp, key)
-    if granted is None:
-        granted = frozenset(
-            ToolGrant.objects.filter(role__name__in=role_names, tool__enabled=True).values_list("tool__name", flat=True)
-        )
-        _granted_kept.keep(stamp, {key: granted})
+    granted = _granted_kept.get_or_load(tuple(sorted(role_names)), lambda: frozenset(
+        ToolGrant.objects.filter(role__name__in=role_names, tool__enabled=True).values_list("tool__name", flat=True)))
     return set(granted)
 
 

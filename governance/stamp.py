@@ -70,6 +70,17 @@ class Kept:
         kept_under, values = self._state
         return values.get(key) if stamp is not None and stamp == kept_under else None
 
+    def get_or_load(self, key, load, *, stamp: str | None = None):
+        """The value kept for `key` under the current stamp (or `stamp`, if the caller read it
+        already); else `load()`, kept if no governed change committed meanwhile. None is a value."""
+        stamp = stamp if stamp is not None else current()
+        kept_under, values = self._state
+        if stamp is not None and stamp == kept_under and key in values:
+            return values[key]
+        value = load()
+        self.keep(stamp, {key: value})
+        return value
+
     def keep(self, stamp: str | None, items: dict) -> None:
         """Keep `items`, all read after `stamp` was: only if no governed change has committed since."""
         if stamp is None or current() != stamp:

@@ -170,7 +170,7 @@ def _write_events(run: Run, first_seq: int, events: list[tuple[int, str, dict]])
     # state keeps what it needs to resume, the receipt keeps digests.
     kinds, secrets = settings.WARRANT["REDACT"], redaction.env_secrets()
     # One plain multi-row INSERT: bulk_create's per-object machinery cost more than the write.
-    fields = _event_fields()
+    fields, insert, placeholders = _event_insert()
     run_id = fields[0].get_db_prep_save(run.id, connection)
     now = fields[5].get_db_prep_save(timezone.now(), connection)
     rows = [
@@ -179,9 +179,6 @@ def _write_events(run: Run, first_seq: int, events: list[tuple[int, str, dict]])
         for index, (step, kind, data) in enumerate(events)
     ]
     per_statement = max(1, (connection.features.max_query_params or 60_000) // len(fields))
-    qn = connection.ops.quote_name
-    insert = f"INSERT INTO {qn(RunEvent._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) VALUES "
-    placeholders = f"({', '.join(['%s'] * len(fields))})"
     with connection.cursor() as cursor:
         for start in range(0, len(rows), per_statement):
             chunk = rows[start:start + per_statement]
@@ -189,8 +186,12 @@ def _write_events(run: Run, first_seq: int, events: list[tuple[int, str, dict]])
 
 
 @lru_cache(maxsize=1)
-def _event_fields() -> tuple:
-    return tuple(RunEvent._meta.get_field(name) for name in ("run", "seq", "step", "kind", "data", "created_at"))
+def _event_insert() -> tuple[tuple, str, str]:
+    """The event columns' fields, the INSERT up to VALUES, and one row's placeholders."""
+    fields = tuple(RunEvent._meta.get_field(name) for name in ("run", "seq", "step", "kind", "data", "created_at"))
+    qn = connection.ops.quote_name
+    insert = f"INSERT INTO {qn(RunEvent._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) VALUES "
+    return fields, insert, f"({', '.join(['%s'] * len(fields))})"
 
 
 def _event(run: Run, kind: str, data: dict, *, step: int | None = None) -> None:

@@ -78,12 +78,7 @@ _rows_kept = governance_stamp.Kept(limit=2_000)
 def _live_row(name: str) -> Tool | None:
     """The tool's registry row (with its source) as the database holds it now: kept while the
     governance stamp holds, which every write to tools and tool sources changes."""
-    stamp = governance_stamp.current()
-    kept = _rows_kept.get(stamp, name)
-    if kept is None:
-        kept = (Tool.objects.select_related("tool_source").filter(name=name).first(),)
-        _rows_kept.keep(stamp, {name: kept})
-    return kept[0]
+    return _rows_kept.get_or_load(name, lambda: Tool.objects.select_related("tool_source").filter(name=name).first())
 
 
 def _refusal(tool: dict, row: Tool | None) -> dict | None:

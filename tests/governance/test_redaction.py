@@ -38,3 +38,11 @@ def test_secrets_follow_the_environment_as_it_changes(monkeypatch):
     monkeypatch.setenv("SOME_PASSWORD", "a-password-value")
     assert redaction.redact({"note": "pw a-password-value"}, kinds=["api_keys"], secrets=redaction.env_secrets()) == {
         "note": "pw [redacted:api_key]"}
+
+
+def test_the_shortest_text_each_kind_can_match_is_still_redacted():
+    """Strings shorter than a pattern's shortest match skip it; the shortest matches do not."""
+    assert redaction.redact_text("token=abcdefgh", kinds=["api_keys"]) == "[redacted:api_key]"
+    assert redaction.redact_text("4000000000006", kinds=["card_numbers"]) == "[redacted:card_number]"  # 13 digits, Luhn
+    assert redaction.redact_text("a@b.co", kinds=["emails"]) == "[redacted:email]"
+    assert redaction.redact_text("shortsecret", kinds=["api_keys"], secrets=["shortsec"]) == "[redacted:api_key]ret"

@@ -92,3 +92,17 @@ def test_a_call_parked_again_finds_its_request_instead_of_a_second_one(demo):
         other = services._approval_request(run, Park(**{**park.__dict__, "arguments_sha256": "cd" * 32}), role)
     assert again.id == first.id and other.id != first.id
     assert ApprovalRequest.objects.filter(run=run).count() == 2
+
+
+def test_the_start_goes_with_the_first_model_call(demo):
+    """A step is one model call or one batch of tool calls: the start's screening, policies and
+    skill matching are checkpointed with the first model call, not as a step of their own."""
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text="How healthy is Acme Corp?",
+                                caller=User.objects.get(username="operator"))
+    services.run_advance(run_id=run.id)
+    run.refresh_from_db()
+    assert run.status == "succeeded" and run.tool_calls > 0
+    first_step = list(run.events.filter(step=0).values_list("kind", flat=True))
+    assert "skill_activated" in first_step and "model_call" in first_step
+    batches = run.events.filter(kind="model_call").count() - 1  # every model call but the answer asked for tools
+    assert run.step == run.llm_calls + batches
