@@ -21,6 +21,8 @@ def profile_chain(profile: dict) -> list[dict]:
     admin wrote is the order tried).
     """
     names = [n for n in profile.get("fallbacks") or [] if n != profile["name"]]
+    if not names:
+        return [profile]
     found = {p.name: p.spec() for p in ModelProfile.objects.filter(name__in=names)}
     return [profile] + [found[name] for name in names if name in found]
 

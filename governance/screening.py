@@ -67,9 +67,14 @@ def screen(text: str, *, data: bool = False) -> list[str]:
     return found
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=4096)
 def _screen_known(text: str, data: bool) -> tuple[str, ...]:
     return tuple(screen(text, data=data))
+
+
+# Short strings of tool results come back again and again (keys, names, codes, statuses):
+# each is screened once per process, up to the cache's size. Longer text is screened each time.
+SHORT_SCREENED_CHARS = 256
 
 
 def screen_known(text: str, *, data: bool = False) -> list[str]:
@@ -82,7 +87,8 @@ def screen_value(value, *, data: bool = True) -> list[str]:
     """`screen` over every string inside a JSON-like value (a tool envelope), findings merged."""
     found: list[str] = []
     for text in strings_in(value):
-        found += [name for name in screen(text, data=data) if name not in found]
+        hits = _screen_known(text, data) if len(text) <= SHORT_SCREENED_CHARS else screen(text, data=data)
+        found += [name for name in hits if name not in found]
     return found
 
 

@@ -28,6 +28,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from runs.models import ApprovalRequest, Receipt, ReceiptCheckpoint, Run
+from runs.statements import insert_row
 
 GENESIS = "0" * 64
 _CHAIN_LOCK = 0x57415252  # "WARR": the advisory lock that serialises appends on PostgreSQL
@@ -159,14 +160,13 @@ def receipt_seal(*, run: Run) -> Receipt:
     # Sealed once: only the move to a terminal status calls this, and a run leaves no terminal
     # status. A second seal would break the one-to-one column and roll the transaction back.
     _lock_chain()
-    last = Receipt.objects.order_by("-seq").only("seq", "hash").first()
-    prev_hash = last.hash if last else GENESIS
+    last_seq, prev_hash = Receipt.objects.order_by("-seq").values_list("seq", "hash").first() or (0, GENESIS)
     body = canonical(receipt_body(run))
     hash_ = chain_hash(prev_hash, body)
-    return Receipt.objects.create(
-        run=run, seq=(last.seq + 1) if last else 1, prev_hash=prev_hash, hash=hash_, body=body,
-        seal=receipt_seal_mark(hash_=hash_, run_id=run.id, body=body),
-    )
+    receipt = Receipt(run=run, seq=last_seq + 1, prev_hash=prev_hash, hash=hash_, body=body,
+                      seal=receipt_seal_mark(hash_=hash_, run_id=run.id, body=body))
+    insert_row(receipt)  # an INSERT, never an update: receipts are append-only
+    return receipt
 
 
 @dataclass(frozen=True)

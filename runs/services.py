@@ -25,13 +25,15 @@ from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
 from governance.api_errors import Conflict, DomainError, Forbidden, NotFound, Unprocessable
 from governance import redaction
+from governance.access import access_of
 from governance.selectors import granted_tool_names
 from runs import harness
 from runs.freeze import governance_for
-from runs.models import ApprovalRequest, Run, RunEvent
+from runs.models import ApprovalRequest, Run
 from runs.outbox import side_effect_execute
 from runs.receipts import receipt_seal
 from runs.states import TERMINAL, ErrorCode, RunStatus, check_transition
+from runs.statements import event_insert, insert_row, update_sql
 
 logger = logging.getLogger(__name__)
 MAX_INPUT_CHARS = 20_000
@@ -88,12 +90,13 @@ def run_start(*, agent_slug: str, input_text: str, caller, idempotency_key: str 
 
 def _create(*, agent: Agent, version, caller, snapshot: dict, input_text: str, idempotency_key: str | None, digest: str) -> Run:
     with transaction.atomic():
-        run = Run.objects.create(
+        run = Run(
             agent=agent, agent_version=version, caller=caller, caller_roles=snapshot["caller"]["roles"],
             idempotency_key=idempotency_key or None, request_sha256=digest, input=input_text,
             snapshot=snapshot, policy_snapshot_sha256=snapshot["policy_snapshot_sha256"],
             state=harness.initial_state(input_text), event_seq=1,
         )
+        insert_row(run)
         _write_events(run, 1, [(0, "run_created", {
             "agent": agent.slug, "agent_version": snapshot["agent"]["version"], "caller": snapshot["caller"],
             "policy_snapshot_sha256": run.policy_snapshot_sha256})])
@@ -129,28 +132,15 @@ def _update_returning(run_id, *, where: dict, values: dict, add: dict, returning
             return None
         return Run.objects.filter(id=run_id).values_list(*returning).get()
     # UPDATE ... RETURNING (PostgreSQL, SQLite 3.35+); the statement is built once per shape.
-    sql, set_fields, where_fields = _update_sql(tuple(values), tuple(add), tuple(where), returning)
-    params = [field.get_db_prep_save(value, connection) for field, value in zip(set_fields, values.values())]
+    sql, set_fields, where_fields = update_sql(tuple(values), tuple(add), tuple(where), returning)
+    params = [value if type(value) is plain else field.get_db_prep_save(value, connection)
+              for (field, plain), value in zip(set_fields, values.values())]
     params += add.values()
-    params += [field.get_db_prep_value(value, connection) for field, value in zip(where_fields, (run_id, *where.values()))]
+    params += [value if type(value) is plain else field.get_db_prep_value(value, connection)
+               for (field, plain), value in zip(where_fields, (run_id, *where.values()))]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone()
-
-
-@lru_cache(maxsize=64)
-def _update_sql(values: tuple, add: tuple, where: tuple, returning: tuple) -> tuple[str, list, list]:
-    opts, qn = Run._meta, connection.ops.quote_name
-    set_fields = [opts.get_field(name) for name in values]
-    sets = [f"{qn(field.column)} = %s" for field in set_fields]
-    for name in add:
-        column = qn(opts.get_field(name).column)
-        sets.append(f"{column} = {column} + %s")
-    where_fields = [opts.get_field(name) for name in ("id", *where)]
-    conditions = " AND ".join(f"{qn(field.column)} = %s" for field in where_fields)
-    columns = ", ".join(qn(opts.get_field(name).column) for name in returning)
-    sql = f"UPDATE {qn(opts.db_table)} SET {', '.join(sets)} WHERE {conditions} RETURNING {columns}"
-    return sql, set_fields, where_fields
 
 
 def _take_seqs(run: Run, count: int) -> int:
@@ -170,7 +160,7 @@ def _write_events(run: Run, first_seq: int, events: list[tuple[int, str, dict]])
     # state keeps what it needs to resume, the receipt keeps digests.
     kinds, secrets = settings.WARRANT["REDACT"], redaction.env_secrets()
     # One plain multi-row INSERT: bulk_create's per-object machinery cost more than the write.
-    fields, insert, placeholders = _event_insert()
+    fields, insert, placeholders = event_insert()
     run_id = fields[0].get_db_prep_save(run.id, connection)
     now = fields[5].get_db_prep_save(timezone.now(), connection)
     rows = [
@@ -183,15 +173,6 @@ def _write_events(run: Run, first_seq: int, events: list[tuple[int, str, dict]])
         for start in range(0, len(rows), per_statement):
             chunk = rows[start:start + per_statement]
             cursor.execute(insert + ", ".join([placeholders] * len(chunk)), [value for row in chunk for value in row])
-
-
-@lru_cache(maxsize=1)
-def _event_insert() -> tuple[tuple, str, str]:
-    """The event columns' fields, the INSERT up to VALUES, and one row's placeholders."""
-    fields = tuple(RunEvent._meta.get_field(name) for name in ("run", "seq", "step", "kind", "data", "created_at"))
-    qn = connection.ops.quote_name
-    insert = f"INSERT INTO {qn(RunEvent._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) VALUES "
-    return fields, insert, f"({', '.join(['%s'] * len(fields))})"
 
 
 def _event(run: Run, kind: str, data: dict, *, step: int | None = None) -> None:
@@ -215,7 +196,8 @@ def _claim(run_id, worker: str) -> Run | None:
         if run.started_at is None and run.deliveries <= settings.WARRANT["MAX_DELIVERIES"]:
             run.started_at = now
             run.deadline_at = now + timedelta(seconds=run.snapshot["agent"]["deadline_seconds"])
-            Run.objects.filter(id=run.id).update(started_at=run.started_at, deadline_at=run.deadline_at)
+            _update_returning(run.id, where={}, values={"started_at": run.started_at, "deadline_at": run.deadline_at},
+                              add={}, returning=("id",))
         _write_events(run, run.event_seq, [(run.step, "claimed", {"worker": worker, "delivery": run.deliveries})])
     return run
 
@@ -456,7 +438,8 @@ def _after_finish(run: Run, finish: harness.Finish, now) -> None:
 
 def check_approval_decide(*, approval: ApprovalRequest, user) -> None:
     """Raise unless `user` may decide `approval` now. Separation of duties binds superusers too."""
-    if not user.groups.filter(pk=approval.approver_role_id).exists():
+    # The user's roles as of now, kept under the governance stamp (memberships are stamped).
+    if approval.approver_role.name not in access_of(user).roles:
         raise Forbidden(f"only members of {approval.approver_role.name!r} may decide this request")
     if approval.run.caller_id == user.pk:
         raise Forbidden("no one approves their own run")
@@ -466,7 +449,7 @@ def check_approval_decide(*, approval: ApprovalRequest, user) -> None:
 
 def _lock_approval(approval_id) -> tuple[Run, ApprovalRequest] | None:
     """Lock the run, then its approval request: the order every writer of both follows."""
-    run_id = next(iter(ApprovalRequest.objects.filter(id=approval_id).values_list("run_id", flat=True)[:1]), None)
+    run_id = next(iter(ApprovalRequest.objects.filter(id=approval_id).order_by().values_list("run_id", flat=True)[:1]), None)
     if run_id is None:
         return None
     # A decision needs neither the run's frozen snapshot nor its state: both stay unread.
