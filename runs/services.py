@@ -33,7 +33,7 @@ from runs.models import ApprovalRequest, Run
 from runs.outbox import side_effect_execute
 from runs.receipts import receipt_seal
 from runs.states import TERMINAL, ErrorCode, RunStatus, check_transition
-from runs.statements import event_insert, insert_row, update_sql
+from runs.statements import event_insert, from_row, insert_row, update_sql
 
 logger = logging.getLogger(__name__)
 MAX_INPUT_CHARS = 20_000
@@ -217,8 +217,10 @@ def _claim_update(run_id, worker: str, now, lease) -> Run | None:
 
     params = [RunStatus.RUNNING, prep("status_changed_at", now), worker, prep("lease_expires_at", lease),
               prep("id", run_id), RunStatus.QUEUED, RunStatus.RUNNING, prep("lease_expires_at", now)]
-    claimed = list(Run.objects.raw(_claim_sql(), params))
-    return claimed[0] if claimed else None
+    with connection.cursor() as cursor:
+        cursor.execute(_claim_sql(), params)
+        row = cursor.fetchone()
+    return from_row(Run, row) if row else None
 
 
 @lru_cache(maxsize=1)

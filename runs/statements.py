@@ -7,6 +7,7 @@ writes every run repeats, that cost more than the write itself.
 from functools import lru_cache
 
 from django.db import connection, models
+from django.db.models.sql import Query
 
 from runs.models import Run, RunEvent
 
@@ -20,6 +21,27 @@ def insert_row(obj: models.Model) -> None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
     obj._state.adding, obj._state.db = False, connection.alias
+
+
+def from_row(model: type[models.Model], row) -> models.Model:
+    """The instance a row of every concrete column (in field order, as RETURNING or SELECT of
+    them gives it) stands for, each value through the converters a model query applies."""
+    names, converters = _row_reading(model)
+    values = list(row)
+    for index, convert_all, expression in converters:
+        value = values[index]
+        for convert in convert_all:
+            value = convert(value, expression, connection)
+        values[index] = value
+    return model.from_db(connection.alias, names, values)
+
+
+@lru_cache(maxsize=16)
+def _row_reading(model: type[models.Model]) -> tuple[tuple, tuple]:
+    fields = model._meta.concrete_fields
+    compiler = connection.ops.compiler("SQLCompiler")(Query(model), connection, connection.alias)
+    converters = compiler.get_converters([field.get_col(model._meta.db_table) for field in fields])
+    return tuple(field.attname for field in fields), tuple((i, *found) for i, found in converters.items())
 
 
 @lru_cache(maxsize=16)
