@@ -59,24 +59,44 @@ def run(*, workdir: Path, n: int, reps: int, scenarios=("harness", "approval")) 
             "warrant": w_once,
             "langgraph": lg.run_with_approval if approval else lg.run,
             "pydantic_ai": pa.run_with_approval if approval else pa.run,
+            # The agent's own work without any framework: what every variant spends in the tools.
+            TOOLS_ALONE: _tools_alone,
         }
         # Every variant gives the right answer before anything is timed (and warms up).
         assert w_check(w_once()) == expected
         assert variants["langgraph"]() == expected and variants["pydantic_ai"]() == expected
+        assert variants[TOOLS_ALONE]() == expected
         # What one run asks of its database (counted, not timed): statements and transactions.
         for name, counts in (("warrant", _warrant_sql(w_once)), ("langgraph", _sqlite_sql(lg.conn, variants["langgraph"]))):
             for metric, unit in (("statements_per_run", "statements"), ("transactions_per_run", "transactions")):
                 records.append(record(scenario, name, 0, metric, counts[metric], unit))
         for rep, order in rotations(list(variants), reps):
+            cpu_ms = {}
             for name in order:
                 fn = variants[name]
                 cpu = time.process_time()
                 value = rate(lambda _i: fn(), n)
-                cpu_ms = (time.process_time() - cpu) / n * 1000
+                cpu_ms[name] = (time.process_time() - cpu) / n * 1000
                 records.append(record(scenario, name, rep, "runs_per_s", value, "runs/s", n=n))
-                records.append(record(scenario, name, rep, "cpu_ms_per_run", cpu_ms, "ms", n=n))
+                records.append(record(scenario, name, rep, "cpu_ms_per_run", cpu_ms[name], "ms", n=n))
+            # What a framework adds to the agent's work: its CPU per run beyond the tools' own.
+            for name in variants.keys() - {TOOLS_ALONE}:
+                records.append(record(scenario, name, rep, "cpu_ms_beyond_tools", cpu_ms[name] - cpu_ms[TOOLS_ALONE], "ms", n=n))
         lg.close()
     return records
+
+
+TOOLS_ALONE = "tools alone"
+
+
+def _tools_alone() -> str:
+    """The plan's tool calls, one after another, as the peers call them: no model, no framework."""
+    from bench.script import call_tool
+
+    result = None
+    for name, arguments in PLAN:
+        result = call_tool(name, arguments)
+    return final_answer(result)
 
 
 def _counted(statements: list[str]) -> dict:

@@ -24,9 +24,11 @@ def test_every_benchmark_scenario_runs_once_and_writes_its_results(tmp_path):
     lines = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     records = [r for r in lines if r["scenario"] != "_run"]
     assert {r["scenario"] for r in records} == SCENARIOS
-    assert all(r["value"] > 0 and r["smoke"] for r in records)
+    # A difference of two timings (a framework's CPU beyond the tools') may come out at any sign
+    # with one run; every measured figure is positive.
+    assert all((r["value"] > 0 or r["metric"] == "cpu_ms_beyond_tools") and r["smoke"] for r in records)
     variants = {(r["scenario"], r["variant"]) for r in records}
-    for expected in [("harness", "warrant"), ("harness", "langgraph"), ("harness", "pydantic_ai"),
+    for expected in [("harness", "warrant"), ("harness", "langgraph"), ("harness", "pydantic_ai"), ("harness", "tools alone"),
                      ("approval", "warrant"), ("approval", "langgraph"), ("approval", "pydantic_ai"),
                      ("distributed", "warrant, 1 worker"), ("distributed", "floor, 1 worker"),
                      ("api", "runs"), ("api", "floor"), ("receipts", "warrant"), ("receipts", "floor")]:
