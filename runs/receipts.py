@@ -21,7 +21,7 @@ import json
 import operator
 import uuid
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -160,13 +160,23 @@ def receipt_seal(*, run: Run) -> Receipt:
     # Sealed once: only the move to a terminal status calls this, and a run leaves no terminal
     # status. A second seal would break the one-to-one column and roll the transaction back.
     _lock_chain()
-    last_seq, prev_hash = Receipt.objects.order_by("-seq").values_list("seq", "hash").first() or (0, GENESIS)
+    with connection.cursor() as cursor:
+        cursor.execute(_head_sql())
+        last_seq, prev_hash = cursor.fetchone() or (0, GENESIS)
     body = canonical(receipt_body(run))
     hash_ = chain_hash(prev_hash, body)
     receipt = Receipt(run=run, seq=last_seq + 1, prev_hash=prev_hash, hash=hash_, body=body,
                       seal=receipt_seal_mark(hash_=hash_, run_id=run.id, body=body))
     insert_row(receipt)  # an INSERT, never an update: receipts are append-only
     return receipt
+
+
+@lru_cache(maxsize=1)
+def _head_sql() -> str:
+    """The chain's last receipt: its seq and hash."""
+    qn, opts = connection.ops.quote_name, Receipt._meta
+    seq, hash_ = (qn(opts.get_field(name).column) for name in ("seq", "hash"))
+    return f"SELECT {seq}, {hash_} FROM {qn(opts.db_table)} ORDER BY {seq} DESC LIMIT 1"
 
 
 @dataclass(frozen=True)
