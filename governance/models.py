@@ -111,16 +111,9 @@ class GovernanceStamp(models.Model):
         return self.stamp
 
 
-class _StampedTokens(models.Manager):
-    def get_queryset(self):
-        stamp = GovernanceStamp.objects.filter(id=1).values("stamp")[:1]
-        return super().get_queryset().annotate(governance_stamp=models.Subquery(stamp))
-
-
 class StampedToken(Token):
-    """An API token read together with the governance stamp, in one statement (governance.access)."""
-
-    objects = _StampedTokens()
+    """An API token as authentication hands it on: read with its user and the governance stamp
+    in one statement (governance.access), the stamp as `governance_stamp`."""
 
     class Meta:
         proxy = True
