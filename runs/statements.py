@@ -7,6 +7,7 @@ writes every run repeats, that cost more than the write itself.
 from functools import lru_cache
 
 from django.db import connection, models
+from django.db.models import Field
 from django.db.models.sql import Query
 
 from runs.models import Run, RunEvent
@@ -17,7 +18,10 @@ def insert_row(obj: models.Model) -> None:
     field's own preparation), in one plain statement. Sends no signals: only for models that
     have no receivers (runs and receipts)."""
     sql, fields = _insert_sql(type(obj))
-    params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]
+    params = []
+    for field, plain, own_pre_save in fields:
+        value = field.pre_save(obj, True) if own_pre_save else getattr(obj, field.attname)
+        params.append(value if type(value) is plain else field.get_db_prep_save(value, connection))
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
     obj._state.adding, obj._state.db = False, connection.alias
@@ -46,10 +50,13 @@ def _row_reading(model: type[models.Model]) -> tuple[tuple, tuple]:
 
 @lru_cache(maxsize=16)
 def _insert_sql(model: type[models.Model]) -> tuple[str, tuple]:
+    """The INSERT, and per field: its plain type (see _with_plain_type) and whether it has a
+    pre_save of its own (auto_now_add and the like; the default one reads the attribute)."""
     qn = connection.ops.quote_name
-    fields = tuple(model._meta.concrete_fields)
+    fields = model._meta.concrete_fields
     columns = ", ".join(qn(field.column) for field in fields)
-    return f"INSERT INTO {qn(model._meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})", fields
+    sql = f"INSERT INTO {qn(model._meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
+    return sql, tuple((*_with_plain_type(field), type(field).pre_save is not Field.pre_save) for field in fields)
 
 
 _PLAIN_TYPES = {"IntegerField": int, "PositiveIntegerField": int, "BigIntegerField": int,

@@ -22,8 +22,26 @@ def _validator(schema_json: str):
     return cls(schema)
 
 
+# Small argument sets that passed are remembered, per schema: a call is checked by the harness
+# and again at the dispatcher's gate, and runs repeat their calls. Refusals are worked out again
+# each time (their error is raised, and an exception object is not for raising twice).
+KEPT_ARGUMENT_CHARS = 1_000
+
+
 def validate(arguments, schema) -> None:
     """As jsonschema.validate(arguments, schema)."""
-    error = exceptions.best_match(_validator(json.dumps(schema, sort_keys=True)).iter_errors(arguments))
+    schema_json = json.dumps(schema, sort_keys=True)
+    try:
+        arguments_json = json.dumps(arguments, sort_keys=True)
+    except (TypeError, ValueError):
+        arguments_json = None
+    if arguments_json is not None and len(arguments_json) <= KEPT_ARGUMENT_CHARS and _passes(schema_json, arguments_json):
+        return
+    error = exceptions.best_match(_validator(schema_json).iter_errors(arguments))
     if error is not None:
         raise error
+
+
+@lru_cache(maxsize=4096)
+def _passes(schema_json: str, arguments_json: str) -> bool:
+    return _validator(schema_json).is_valid(json.loads(arguments_json))
