@@ -67,15 +67,33 @@ class StampedTokenAuthentication(TokenAuthentication):
         user = found[0]
         if not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
-        token = StampedToken(key=key, user_id=user.pk, created=user.token_created)
+        # As a model query hands it on: stored (not to be inserted again), its time converted.
+        token = StampedToken.from_db(connection.alias, ("key", "user_id", "created"),
+                                     (key, user.pk, _token_created(user.token_created)))
         token.user, token.governance_stamp = user, user.governance_stamp
         return user, token
+
+
+def _token_created(value):
+    """The token's creation time as the database's converters give it (aware, on SQLite too)."""
+    column, converters = _created_converters()
+    for convert in converters:
+        value = convert(value, column, connection)
+    return value
+
+
+@lru_cache(maxsize=1)
+def _created_converters() -> tuple:
+    field = StampedToken._meta.get_field("created")
+    column = field.get_col(StampedToken._meta.db_table)
+    return column, connection.ops.get_db_converters(column) + field.get_db_converters(connection)
 
 
 @lru_cache(maxsize=1)
 def _token_sql() -> str:
     """The user's columns (as RawQuerySet reads a user), with the token's creation time and the
-    stamp, for one token key. DRF builds, compiles and runs two model queries for this."""
+    stamp, for one token key. DRF builds and compiles a model query (token with its user) for
+    this on every request."""
     qn = connection.ops.quote_name
     users, tokens = get_user_model()._meta, StampedToken._meta
     columns = ", ".join(f"u.{qn(field.column)}" for field in users.concrete_fields)

@@ -17,6 +17,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from governance.memo import DigestMemo, digest
+
 # Orders to call tools or to mail someone are normal from the caller, suspicious inside data.
 DATA_ONLY = {"tool_order", "exfiltration", "destructive_order", "markdown_exfil"}
 
@@ -67,14 +69,25 @@ def screen(text: str, *, data: bool = False) -> list[str]:
     return found
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=512)
 def _screen_known(text: str, data: bool) -> tuple[str, ...]:
     return tuple(screen(text, data=data))
 
 
 # Short strings of tool results come back again and again (keys, names, codes, statuses):
-# each is screened once per process, up to the cache's size. Longer text is screened each time.
+# each is screened once per process, its findings kept by the text's digest (not the text: it
+# may be personal data). Longer text is screened each time.
 SHORT_SCREENED_CHARS = 256
+_short_findings = DigestMemo(limit=8192)
+
+
+def _screen_short(text: str, data: bool) -> tuple[str, ...]:
+    key = (digest(text), data)
+    found = _short_findings.get(key)
+    if found is None:
+        found = tuple(screen(text, data=data))
+        _short_findings.keep(key, found)
+    return found
 
 
 def screen_known(text: str, *, data: bool = False) -> list[str]:
@@ -87,7 +100,7 @@ def screen_value(value, *, data: bool = True) -> list[str]:
     """`screen` over every string inside a JSON-like value (a tool envelope), findings merged."""
     found: list[str] = []
     for text in strings_in(value):
-        hits = _screen_known(text, data) if len(text) <= SHORT_SCREENED_CHARS else screen(text, data=data)
+        hits = _screen_short(text, data) if len(text) <= SHORT_SCREENED_CHARS else screen(text, data=data)
         found += [name for name in hits if name not in found]
     return found
 

@@ -8,6 +8,7 @@ or its time slice is used (then re-enqueue). A duplicate message finds nothing t
 import hashlib
 import logging
 import os
+import socket
 import time
 import uuid
 from functools import lru_cache, partial
@@ -116,7 +117,8 @@ def _publish(run_id: str) -> None:
     if settings.CELERY_TASK_ALWAYS_EAGER:
         # The embedded default has no broker: the run advances here and now, as the task would
         # (Celery's eager apply around these few lines cost as much as one of the run's tools).
-        run_advance(run_id=run_id, worker=f"local:{os.getpid()}")
+        # Named as the eager task named itself: the lease's owner must be unique across hosts.
+        run_advance(run_id=run_id, worker=f"{socket.gethostname()}:{os.getpid()}")
         return
     from runs.tasks import run_advance_task
 

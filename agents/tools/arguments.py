@@ -13,6 +13,8 @@ from functools import lru_cache
 from jsonschema import exceptions
 from jsonschema.validators import validator_for
 
+from governance.memo import DigestMemo, digest
+
 
 @lru_cache(maxsize=512)
 def _validator(schema_json: str):
@@ -22,26 +24,42 @@ def _validator(schema_json: str):
     return cls(schema)
 
 
-# Small argument sets that passed are remembered, per schema: a call is checked by the harness
-# and again at the dispatcher's gate, and runs repeat their calls. Refusals are worked out again
-# each time (their error is raised, and an exception object is not for raising twice).
+# Small argument sets that passed are remembered per schema, by digest: a call is checked by
+# the harness and again at the dispatcher's gate, and runs repeat their calls. Refusals are
+# worked out again each time (their error is raised, and an exception is not for raising twice).
 KEPT_ARGUMENT_CHARS = 1_000
+_passed = DigestMemo(limit=4096)
 
 
 def validate(arguments, schema) -> None:
     """As jsonschema.validate(arguments, schema)."""
     schema_json = json.dumps(schema, sort_keys=True)
-    try:
-        arguments_json = json.dumps(arguments, sort_keys=True)
-    except (TypeError, ValueError):
-        arguments_json = None
-    if arguments_json is not None and len(arguments_json) <= KEPT_ARGUMENT_CHARS and _passes(schema_json, arguments_json):
+    key = _passed_key(schema_json, arguments)
+    if key is not None and _passed.get(key):
         return
     error = exceptions.best_match(_validator(schema_json).iter_errors(arguments))
     if error is not None:
         raise error
+    if key is not None:
+        _passed.keep(key, True)
 
 
-@lru_cache(maxsize=4096)
-def _passes(schema_json: str, arguments_json: str) -> bool:
-    return _validator(schema_json).is_valid(json.loads(arguments_json))
+def _passed_key(schema_json: str, arguments) -> bytes | None:
+    """The digest of (schema, arguments), for small arguments made of JSON's own types only: a
+    tuple or an int key would read as a list or a string key once written as JSON."""
+    if not _plain_json(arguments):
+        return None
+    try:
+        text = json.dumps(arguments, sort_keys=True)
+    except (TypeError, ValueError):
+        return None
+    return digest(schema_json, text) if len(text) <= KEPT_ARGUMENT_CHARS else None
+
+
+def _plain_json(value) -> bool:
+    kind = type(value)
+    if kind is dict:
+        return all(type(key) is str and _plain_json(item) for key, item in value.items())
+    if kind is list:
+        return all(map(_plain_json, value))
+    return kind in (str, int, float, bool) or value is None

@@ -53,5 +53,9 @@ def test_the_user_comes_whole_and_typed_with_the_stamp(demo):
     # Columns come through the database's converters, as a model query would give them.
     assert isinstance(user.date_joined, datetime.datetime) and user.date_joined == stored.date_joined
     assert list(user.groups.values_list("name", flat=True)) == list(stored.groups.values_list("name", flat=True))
-    assert token.user is user and token.key == Token.objects.get(user=stored).key
+    stored_token = Token.objects.get(user=stored)
+    assert token.user is user and token.key == stored_token.key
+    # The token as a model query gives it: its time aware (SQLite keeps it as text), and stored.
+    assert token.created == stored_token.created and token.created.tzinfo is not None
+    assert not token._state.adding
     assert token.governance_stamp == stamp.current()

@@ -106,3 +106,16 @@ def test_the_start_goes_with_the_first_model_call(demo):
     assert "skill_activated" in first_step and "model_call" in first_step
     batches = run.events.filter(kind="model_call").count() - 1  # every model call but the answer asked for tools
     assert run.step == run.llm_calls + batches
+
+
+def test_the_embedded_default_names_its_worker_by_host_and_process(demo, django_capture_on_commit_callbacks):
+    """With no broker the run advances in the caller's process; the lease's owner still names
+    host and process, so two hosts sharing a database never take each other's lease for their own."""
+    import os
+    import socket
+
+    with django_capture_on_commit_callbacks(execute=True):  # the commit that hands the run on
+        run, _ = services.run_start(agent_slug="crm-assistant", input_text="How healthy is Acme Corp?",
+                                    caller=User.objects.get(username="operator"))
+    claimed = run.events.filter(kind="claimed").values_list("data", flat=True).first()
+    assert claimed["worker"] == f"{socket.gethostname()}:{os.getpid()}"

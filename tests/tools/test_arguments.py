@@ -39,13 +39,29 @@ def test_values_that_only_look_alike_are_not_confused():
     assert "is not of type 'integer'" in _error({"n": "1"}, number)
 
 
+def test_python_values_json_would_blur_are_checked_as_they_are():
+    # Written as JSON, a tuple is a list and an int key a string: neither may pass on that account.
+    listed = {"type": "object", "properties": {"ids": {"type": "array"}}}
+    arguments.validate({"ids": [1]}, listed)
+    assert "is not of type 'array'" in _error({"ids": (1,)}, listed)
+    keyed = {"type": "object", "required": ["1"]}
+    arguments.validate({"1": "x"}, keyed)
+    assert "'1' is a required property" in _error({1: "x"}, keyed)
+
+
 def test_long_arguments_are_validated_each_time_without_being_kept():
     text = {"type": "object", "properties": {"body": {"type": "string", "maxLength": 5000}}}
     long = {"body": "x" * (arguments.KEPT_ARGUMENT_CHARS + 10)}
-    before = arguments._passes.cache_info().currsize
+    before = len(arguments._passed)
     arguments.validate(long, text)
-    assert arguments._passes.cache_info().currsize == before
+    assert len(arguments._passed) == before
     assert "is too long" in _error({"body": "x" * 5001}, text)
+
+
+def test_what_is_kept_is_a_digest_not_the_arguments():
+    secret = {"account_id": "A-4111111111111111"}
+    arguments.validate(secret, SCHEMA)
+    assert all(type(key) is bytes and b"4111" not in key for key in arguments._passed._answers)
 
 
 def test_a_broken_schema_is_reported_every_time():
