@@ -8,7 +8,6 @@ probes it, and a success closes the breaker for all. Slow I/O never happens unde
 
 import logging
 from datetime import timedelta
-from datetime import timezone as dt_timezone
 from functools import lru_cache
 
 from django.conf import settings
@@ -17,6 +16,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents.models import ModelProfileHealth
+from governance.rows import converted
 
 logger = logging.getLogger(__name__)
 SUCCESS_WRITE_INTERVAL = timedelta(seconds=5)
@@ -29,18 +29,16 @@ def _health_sql() -> str:
     return f"SELECT {columns} FROM {qn(opts.db_table)} WHERE {qn(opts.get_field('profile_name').column)} = %s"
 
 
-def _aware(value):
-    # SQLite keeps naive UTC text, which Django's SQLite connection reads back as naive datetimes.
-    return timezone.make_aware(value, dt_timezone.utc) if value is not None and timezone.is_naive(value) else value
-
-
 def _health(profile: str) -> tuple | None:
     """(opened_until, consecutive_failures, last_success_at), read before every model call: one
     plain SELECT by the unique name, without the ORM's query building."""
     with connection.cursor() as cursor:
         cursor.execute(_health_sql(), [profile])
         row = cursor.fetchone()
-    return None if row is None else (_aware(row[0]), row[1], _aware(row[2]))
+    if row is None:
+        return None
+    field = ModelProfileHealth._meta.get_field
+    return converted(field("opened_until"), row[0]), row[1], converted(field("last_success_at"), row[2])
 
 
 def breaker_state(health: ModelProfileHealth | None, now=None) -> str:

@@ -17,6 +17,7 @@ from rest_framework.authentication import TokenAuthentication
 
 from governance import stamp as governance_stamp
 from governance.models import StampedToken
+from governance.rows import converted
 from governance.selectors import user_role_names
 
 _kept = governance_stamp.Kept(limit=10_000)
@@ -69,24 +70,9 @@ class StampedTokenAuthentication(TokenAuthentication):
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
         # As a model query hands it on: stored (not to be inserted again), its time converted.
         token = StampedToken.from_db(connection.alias, ("key", "user_id", "created"),
-                                     (key, user.pk, _token_created(user.token_created)))
+                                     (key, user.pk, converted(StampedToken._meta.get_field("created"), user.token_created)))
         token.user, token.governance_stamp = user, user.governance_stamp
         return user, token
-
-
-def _token_created(value):
-    """The token's creation time as the database's converters give it (aware, on SQLite too)."""
-    column, converters = _created_converters()
-    for convert in converters:
-        value = convert(value, column, connection)
-    return value
-
-
-@lru_cache(maxsize=1)
-def _created_converters() -> tuple:
-    field = StampedToken._meta.get_field("created")
-    column = field.get_col(StampedToken._meta.db_table)
-    return column, connection.ops.get_db_converters(column) + field.get_db_converters(connection)
 
 
 @lru_cache(maxsize=1)

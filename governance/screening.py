@@ -15,7 +15,6 @@ import binascii
 import quopri
 import re
 import unicodedata
-from functools import lru_cache
 
 from governance.memo import DigestMemo, digest
 
@@ -69,38 +68,33 @@ def screen(text: str, *, data: bool = False) -> list[str]:
     return found
 
 
-@lru_cache(maxsize=512)
-def _screen_known(text: str, data: bool) -> tuple[str, ...]:
-    return tuple(screen(text, data=data))
-
-
-# Short strings of tool results come back again and again (keys, names, codes, statuses):
-# each is screened once per process, its findings kept by the text's digest (not the text: it
-# may be personal data). Longer text is screened each time.
+# Text that comes back unchanged (tool descriptions and skill bodies of a frozen snapshot, the
+# short strings of tool results: keys, names, codes, statuses) is screened once per process, its
+# findings kept under the text's digest, not the text (it may be personal data).
 SHORT_SCREENED_CHARS = 256
-_short_findings = DigestMemo(limit=8192)
+_findings = DigestMemo(limit=8192)
 
 
-def _screen_short(text: str, data: bool) -> tuple[str, ...]:
+def _remembered(text: str, data: bool) -> tuple[str, ...]:
     key = (digest(text), data)
-    found = _short_findings.get(key)
+    found = _findings.get(key)
     if found is None:
         found = tuple(screen(text, data=data))
-        _short_findings.keep(key, found)
+        _findings.keep(key, found)
     return found
 
 
 def screen_known(text: str, *, data: bool = False) -> list[str]:
     """`screen` for text that comes back unchanged run after run (tool descriptions and skill
     bodies of a frozen snapshot): each text is screened once per process. Same answer."""
-    return list(_screen_known(text, data))
+    return list(_remembered(text, data))
 
 
 def screen_value(value, *, data: bool = True) -> list[str]:
     """`screen` over every string inside a JSON-like value (a tool envelope), findings merged."""
     found: list[str] = []
     for text in strings_in(value):
-        hits = _screen_short(text, data) if len(text) <= SHORT_SCREENED_CHARS else screen(text, data=data)
+        hits = _remembered(text, data) if len(text) <= SHORT_SCREENED_CHARS else screen(text, data=data)
         found += [name for name in hits if name not in found]
     return found
 

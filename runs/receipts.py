@@ -27,8 +27,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
+from governance.rows import insert_row
 from runs.models import ApprovalRequest, Receipt, ReceiptCheckpoint, Run
-from runs.statements import insert_row
 
 GENESIS = "0" * 64
 _CHAIN_LOCK = 0x57415252  # "WARR": the advisory lock that serialises appends on PostgreSQL

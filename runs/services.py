@@ -28,6 +28,7 @@ from agents.tools.envelopes import ToolContext
 from governance.api_errors import Conflict, DomainError, Forbidden, NotFound, Unprocessable
 from governance import redaction
 from governance.access import access_of
+from governance.rows import from_row, insert_row
 from governance.selectors import granted_tool_names
 from runs import harness
 from runs.freeze import governance_for
@@ -35,7 +36,7 @@ from runs.models import ApprovalRequest, Run
 from runs.outbox import side_effect_execute
 from runs.receipts import receipt_seal
 from runs.states import TERMINAL, ErrorCode, RunStatus, check_transition
-from runs.statements import event_insert, from_row, insert_row, update_sql
+from runs.statements import event_insert, update_sql
 
 logger = logging.getLogger(__name__)
 MAX_INPUT_CHARS = 20_000

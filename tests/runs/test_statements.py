@@ -1,4 +1,4 @@
-"""runs.statements writes and reads a run's row by plain SQL: what it writes and reads must be what
+"""governance.rows and runs.statements write and read a run's row by plain SQL: what it writes and reads must be what
 Django's model machinery would have, column by column."""
 
 import datetime
@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from runs.models import Run
 from runs.services import _update_returning
 from runs.states import RunStatus
-from runs.statements import from_row, insert_row
+from governance.rows import from_row, insert_row
 from tests.runs.helpers import start
 
 pytestmark = pytest.mark.django_db
