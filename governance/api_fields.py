@@ -1,11 +1,16 @@
 """Input serializers that refuse what they do not accept: no mass assignment, and no silence.
 
 DRF drops unknown keys, so a client sending `status` or `version` would believe it had set
-them. A strict serializer answers 400 and names every refused field instead.
+them. A strict serializer answers 400 and names every refused field instead. It also holds a
+value to the type, length and pattern the schema states for it, as sent: DRF checks text after
+trimming its spaces, so " admin" or a 151st character that is a space would pass a check the
+schema says it fails.
 """
 
 from collections.abc import Mapping
 
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 
@@ -20,7 +25,7 @@ class StrictFieldsMixin:
             writable = {name for name, field in self.fields.items() if not field.read_only}
             refused = {key: [self._refusal(key)] for key in data if key not in writable}
             refused |= {key: [problem] for key in data
-                        if key in writable and (problem := _wrong_type(self.fields[key], data[key]))}
+                        if key in writable and (problem := _problem(self.fields[key], data[key]))}
             if refused:
                 raise serializers.ValidationError(refused)
         return super().to_internal_value(data)
@@ -35,13 +40,17 @@ class StrictSerializer(StrictFieldsMixin, serializers.Serializer):
     pass
 
 
+def _problem(field, value) -> str | None:
+    if isinstance(field, serializers.ListField) and isinstance(value, list):
+        return next((problem for item in value if (problem := _problem(field.child, item))), None)
+    return _wrong_type(field, value) or _not_as_stated(field, value)
+
+
 def _wrong_type(field, value) -> str | None:
     """DRF coerces: 4.5 becomes "4.5", 0 becomes false, "12" becomes 12. A strict API takes the
     JSON type the schema declares."""
     if value is None:
         return None
-    if isinstance(field, serializers.ListField) and isinstance(value, list):
-        return next((problem for item in value if (problem := _wrong_type(field.child, item))), None)
     if isinstance(field, serializers.CharField) and not isinstance(value, str):
         return "Not a valid string."
     if isinstance(field, serializers.RelatedField) and value == "":
@@ -57,6 +66,34 @@ def _wrong_type(field, value) -> str | None:
     ):
         return "Must be a number."
     return None
+
+
+def _not_as_stated(field, value) -> str | None:
+    """The schema's maxLength and pattern hold for the text as sent, not as DRF trims it."""
+    if not isinstance(field, serializers.CharField) or not isinstance(value, str):
+        return None
+    if value == "" and field.allow_blank:
+        return None  # the schema allows "" beside the pattern
+    if field.max_length is not None and len(value) > field.max_length:
+        return field.error_messages["max_length"].format(max_length=field.max_length)
+    for validator in field.validators:
+        # Anchored patterns (tests/api/test_schema_patterns.py): a whole match is what ECMA-262
+        # reads, where Python's `$` would also let a trailing newline through.
+        if isinstance(validator, RegexValidator) and not validator.inverse_match \
+                and validator.regex.fullmatch(value) is None:
+            return _message_of(validator, value)
+    return None
+
+
+def _message_of(validator, value) -> str:
+    """The validator's own words for the value (some name the rule it broke), else its message."""
+    try:
+        validator(value)
+    except DjangoValidationError as exc:
+        return exc.messages[0]
+    except serializers.ValidationError as exc:
+        return str(exc.detail[0] if isinstance(exc.detail, list) else exc.detail)
+    return str(validator.message)
 
 
 def has_text(value: str) -> None:
