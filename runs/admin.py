@@ -246,18 +246,15 @@ class ApprovalRequestAdmin(WorkbenchAdmin):
         if decision not in ("approve", "deny"):
             messages.error(request, "Choose Approve or Deny.")
             return redirect(queue)
-        if decision == "deny" and not reason:
-            messages.error(request, "Nothing was decided: a denial needs a reason, so the requester knows why.")
-            return redirect(f"{queue}#approval-{approval_id}")
         if not selectors.approvals_visible_to(request.user).filter(id=approval_id).exists():
             messages.error(request, "Nothing was decided: this request is not in a queue of yours.")
             return redirect(queue)
         try:
             approval = approval_decide(approval_id=approval_id, user=request.user, approve=decision == "approve",
                                        reason=reason)
-        except DomainError as exc:
+        except DomainError as exc:  # a denial without a reason, a decision by the run's caller, a second decision
             messages.error(request, f"Nothing was decided: {exc.message}.")
-            return redirect(queue)
+            return redirect(f"{queue}#approval-{approval_id}")
         run = Run.objects.get(pk=approval.run_id)
         verb = "Approved" if decision == "approve" else "Denied"
         messages.success(request, format_html(

@@ -3,7 +3,7 @@
 import django_filters
 from django.conf import settings
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.generics import GenericAPIView, ListAPIView
@@ -266,7 +266,7 @@ class ApprovalDecideApi(GenericAPIView):
                    parameters=[IDEMPOTENCY_KEY])
     @idempotent
     def post(self, request, approval_id):
-        serializer = self.ApprovalDecisionInputSerializer(data=request.data)
+        serializer = self.get_input_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         approval = get_object_or_404(selectors.approvals_visible_to(request.user), id=approval_id)
         approval = services.approval_decide(
@@ -275,6 +275,9 @@ class ApprovalDecideApi(GenericAPIView):
         approval = selectors.approvals_visible_to(request.user).get(id=approval.id)
         return Response(ApprovalOutputSerializer(approval).data)
 
+    def get_input_serializer(self, **kwargs):
+        return self.ApprovalDecisionInputSerializer(**kwargs)
+
 
 class ApprovalApproveApi(ApprovalDecideApi):
     """Approve: the parked call runs once, with exactly the approved arguments."""
@@ -282,7 +285,18 @@ class ApprovalApproveApi(ApprovalDecideApi):
     approve = True
 
 
+class ApprovalDenialInputSerializer(StrictSerializer):
+    reason = serializers.CharField(
+        max_length=2000, help_text="Why; kept on the request and in the run's trace, which its caller reads.",
+        error_messages={"required": services.DENIAL_NEEDS_A_REASON, "blank": services.DENIAL_NEEDS_A_REASON})
+    idempotency_key = serializers.CharField(max_length=128, required=False)
+
+
+@extend_schema_view(post=extend_schema(request=ApprovalDenialInputSerializer))
 class ApprovalDenyApi(ApprovalDecideApi):
-    """Deny: the model is told the call was denied, and nothing runs."""
+    """Deny: the model is told the call was denied, and nothing runs. A denial needs a reason."""
 
     approve = False
+
+    def get_input_serializer(self, **kwargs):
+        return ApprovalDenialInputSerializer(**kwargs)

@@ -468,7 +468,18 @@ def _lock_approval(approval_id) -> tuple[Run, ApprovalRequest] | None:
     return run, approval
 
 
+DENIAL_NEEDS_A_REASON = "A denial needs a reason, so the requester knows why."
+
+
+class InvalidDecision(DomainError):
+    code = "invalid"
+
+
 def approval_decide(*, approval_id, user, approve: bool, reason: str = "") -> ApprovalRequest:
+    if not approve and not reason.strip():
+        # Every way of deciding (the API, the workbench) holds a denial to this.
+        raise InvalidDecision(DENIAL_NEEDS_A_REASON[0].lower() + DENIAL_NEEDS_A_REASON[1:-1],
+                              details={"reason": [DENIAL_NEEDS_A_REASON]})
     with transaction.atomic():
         locked = _lock_approval(approval_id)
         if locked is None:

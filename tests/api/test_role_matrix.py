@@ -540,7 +540,7 @@ def test_a_denial_cannot_be_turned_into_an_approval_by_the_body(world):
     assert response.status_code == 400
     approval.refresh_from_db()
     assert approval.status == "pending"
-    assert _client("approver").post(API + f"approvals/{approval.id}/deny/", {}, format="json").status_code == 200
+    assert _client("approver").post(API + f"approvals/{approval.id}/deny/", {"reason": "no"}, format="json").status_code == 200
     approval.refresh_from_db()
     assert approval.status == "denied"
 
@@ -688,7 +688,8 @@ def test_a_superuser_outside_the_approver_role_may_not_decide(world):
 def test_no_one_approves_their_own_run_even_inside_the_approver_role(world):
     _user("operator").groups.add(Group.objects.get(name="secops"))
     for action in ("approve", "deny"):
-        response = _client("operator").post(API + f"approvals/{world.pending_approval_id}/{action}/", {}, format="json")
+        response = _client("operator").post(API + f"approvals/{world.pending_approval_id}/{action}/",
+                                            {"reason": "mine"}, format="json")
         assert response.status_code == 403 and response.json()["error"]["message"] == "no one approves their own run"
     assert ApprovalRequest.objects.get(id=world.pending_approval_id).status == "pending"
 

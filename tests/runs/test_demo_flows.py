@@ -84,6 +84,31 @@ def test_delete_parks_then_secops_approves_and_it_runs_exactly_once(operator, ap
     assert any(c["name"] == "delete_account" and c["ok"] and c["approval_id"] == pending["id"] for c in body["tool_calls"])
 
 
+@pytest.mark.parametrize("body", [{}, {"reason": ""}, {"reason": "   "}])
+def test_a_denial_without_a_reason_decides_nothing(operator, approver, body):
+    run = start(operator, "Send an email to dana.whitfield@example.com about the Acme renewal.")
+    approval_id = run["pending_approval"]["id"]
+    response = approver.post(f"/api/v1/approvals/{approval_id}/deny/", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["details"] == {"reason": ["A denial needs a reason, so the requester knows why."]}
+    assert ApprovalRequest.objects.get(id=approval_id).status == "pending"
+    assert events(run["id"], "approval_decided") == []
+    # The rule is the service's, so the workbench and every other caller meet it too.
+    from django.contrib.auth.models import User
+
+    from governance.api_errors import DomainError
+    from runs.services import approval_decide
+
+    with pytest.raises(DomainError, match="needs a reason"):
+        approval_decide(approval_id=approval_id, user=User.objects.get(username="approver"), approve=False, reason=" ")
+    assert ApprovalRequest.objects.get(id=approval_id).status == "pending"
+    # Approving needs none; the schema says which body each takes.
+    assert approver.post(f"/api/v1/approvals/{approval_id}/approve/", {}, format="json").status_code == 200
+    schemas = approver.get("/api/v1/schema/?format=json").json()["components"]["schemas"]
+    assert schemas["ApprovalDenialInputRequest"]["required"] == ["reason"]
+    assert "reason" not in schemas["ApprovalDecisionInputRequest"].get("required", [])
+
+
 def test_send_email_denied_sends_nothing_and_the_answer_says_so(operator, approver):
     run = start(operator, "Send an email to dana.whitfield@example.com about the Acme renewal.")
     assert run["status"] == "awaiting_approval", run
@@ -113,7 +138,7 @@ def test_the_caller_cannot_approve_their_own_run(operator, demo):
 def test_a_second_decision_is_a_conflict(operator, approver):
     run = start(operator, "Delete the account Initech.")
     approval_id = run["pending_approval"]["id"]
-    assert approver.post(f"/api/v1/approvals/{approval_id}/deny/", {}, format="json").status_code == 200
+    assert approver.post(f"/api/v1/approvals/{approval_id}/deny/", {"reason": "not now"}, format="json").status_code == 200
     second = approver.post(f"/api/v1/approvals/{approval_id}/approve/", {}, format="json")
     assert second.status_code == 409
     assert second.json()["error"]["code"] == "conflict"
