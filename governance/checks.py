@@ -40,3 +40,15 @@ def tool_hosts_are_listed(app_configs, **kwargs):
              "API or the admin cannot make the workers call anywhere else.",
         id="governance.W003",
     )]
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def rate_limits_are_shared(app_configs, **kwargs):
+    if not settings.CACHES["default"]["BACKEND"].endswith("LocMemCache"):
+        return []
+    return [checks.Warning(
+        "WARRANT_CACHE_URL is not set: each process counts the API's rate limits on its own",
+        hint="With several web processes (gunicorn -w 4) a client gets each limit once per process. Point "
+             "WARRANT_CACHE_URL at Redis (e.g. redis://redis:6379/1) so that every process counts together.",
+        id="governance.W004",
+    )]

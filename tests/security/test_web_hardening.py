@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = {"DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": secrets.token_urlsafe(64),
               "DJANGO_ALLOWED_HOSTS": "warrant.example.com,testserver", "WARRANT_MODEL_ALLOWED_HOSTS": "llm.internal",
-              "WARRANT_TOOL_ALLOWED_HOSTS": "tools.internal"}
+              "WARRANT_TOOL_ALLOWED_HOSTS": "tools.internal", "WARRANT_CACHE_URL": "redis://127.0.0.1:6379/1"}
 
 
 def _python(code: str, env: dict, tmp_path) -> subprocess.CompletedProcess:
@@ -26,20 +26,17 @@ def _python(code: str, env: dict, tmp_path) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
-def test_check_deploy_warns_while_model_servers_may_be_anywhere(tmp_path):
-    env = {k: v for k, v in PRODUCTION.items() if k != "WARRANT_MODEL_ALLOWED_HOSTS"}
-    done = _python("import sys; from django.core.management import execute_from_command_line; "
-                   "execute_from_command_line(['manage.py', 'check', '--deploy', '--fail-level', 'WARNING'])",
-                   env, tmp_path)
-    assert done.returncode != 0 and "governance.W002" in done.stdout + done.stderr
-
-
-def test_check_deploy_warns_while_tool_services_may_be_anywhere(tmp_path):
-    env = {k: v for k, v in PRODUCTION.items() if k != "WARRANT_TOOL_ALLOWED_HOSTS"}
+@pytest.mark.parametrize("unset, warning", [
+    ("WARRANT_MODEL_ALLOWED_HOSTS", "governance.W002"),  # model servers may be anywhere
+    ("WARRANT_TOOL_ALLOWED_HOSTS", "governance.W003"),  # tool services may be anywhere
+    ("WARRANT_CACHE_URL", "governance.W004"),  # each web process counts rate limits alone
+])
+def test_check_deploy_warns_about_each_production_setting_left_out(unset, warning, tmp_path):
+    env = {k: v for k, v in PRODUCTION.items() if k != unset}
     done = _python("from django.core.management import execute_from_command_line; "
                    "execute_from_command_line(['manage.py', 'check', '--deploy', '--fail-level', 'WARNING'])",
                    env, tmp_path)
-    assert done.returncode != 0 and "governance.W003" in done.stdout + done.stderr
+    assert done.returncode != 0 and warning in done.stdout + done.stderr
 
 
 def test_manage_py_check_deploy_is_clean_with_production_settings(tmp_path):
