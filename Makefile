@@ -31,8 +31,9 @@ demo: install
 	DJANGO_DEBUG=1 $(PY) manage.py migrate --noinput
 	DJANGO_DEBUG=1 $(PY) manage.py load_demo
 
+# The venv's programs come first on PATH, so an mcp_stdio source can start `mcp-server-time`.
 run: demo
-	DJANGO_DEBUG=1 $(PY) manage.py runserver 127.0.0.1:$(PORT)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" DJANGO_DEBUG=1 $(PY) manage.py runserver 127.0.0.1:$(PORT)
 
 # Prints an API token for USER (creating it once), e.g. `make -s token USER=operator`.
 token: install
