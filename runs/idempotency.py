@@ -75,7 +75,9 @@ def idempotent(view_method):
             response = view_method(view, request, *args, **kwargs)
         except Exception as exc:
             response = view.handle_exception(exc)
-        if response.status_code >= 500:
+        if response.status_code >= 400:
+            # Only what was done is kept: after a refusal (a body to correct, a decision taken
+            # already) or a failure the key is free again, so the corrected request may reuse it.
             record.delete()
         else:
             IdempotencyRecord.objects.filter(pk=record.pk).update(

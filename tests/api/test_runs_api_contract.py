@@ -39,6 +39,25 @@ def test_an_approval_decision_replays_under_the_same_key(operator, approver):
     assert approver.post(url, {}, format="json").status_code == 409
 
 
+def test_a_refused_request_leaves_its_key_free_for_the_corrected_one(operator, approver):
+    approval_id = _parked(operator)["pending_approval"]["id"]
+    url = f"/api/v1/approvals/{approval_id}/deny/"
+    refused = approver.post(url, {}, format="json", HTTP_IDEMPOTENCY_KEY="deny-1")
+    assert refused.status_code == 400 and set(refused.json()["error"]["details"]) == {"reason"}
+    denied = approver.post(url, {"reason": "not this account"}, format="json", HTTP_IDEMPOTENCY_KEY="deny-1")
+    assert denied.status_code == 200 and denied.json()["status"] == "denied"
+    again = approver.post(url, {"reason": "not this account"}, format="json", HTTP_IDEMPOTENCY_KEY="deny-1")
+    assert again.headers["Idempotent-Replayed"] == "true" and again.json() == denied.json()
+    # A decision already taken is a conflict, reason or none: nobody writes one to learn that.
+    from django.contrib.auth.models import User
+
+    from governance.api_errors import Conflict
+    from runs.services import approval_decide
+
+    with pytest.raises(Conflict, match="already decided"):
+        approval_decide(approval_id=approval_id, user=User.objects.get(username="approver"), approve=False)
+
+
 def test_a_request_whose_twin_is_in_flight_is_a_409(operator, approver):
     from django.contrib.auth.models import User
 
