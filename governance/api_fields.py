@@ -10,7 +10,7 @@ schema says it fails.
 from collections.abc import Mapping
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import RegexValidator, URLValidator
 from rest_framework import serializers
 
 
@@ -24,7 +24,7 @@ class StrictFieldsMixin:
         if isinstance(data, Mapping):
             writable = {name for name, field in self.fields.items() if not field.read_only}
             refused = {key: [self._refusal(key)] for key in data if key not in writable}
-            refused |= {key: [problem] for key in data
+            refused |= {key: problem if isinstance(problem, dict) else [problem] for key in data
                         if key in writable and (problem := _problem(self.fields[key], data[key]))}
             if refused:
                 raise serializers.ValidationError(refused)
@@ -40,9 +40,12 @@ class StrictSerializer(StrictFieldsMixin, serializers.Serializer):
     pass
 
 
-def _problem(field, value) -> str | None:
+def _problem(field, value) -> str | dict | None:
+    """What is wrong with the value, or for a list {index: [what]} as DRF reports its items."""
     if isinstance(field, serializers.ListField) and isinstance(value, list):
-        return next((problem for item in value if (problem := _problem(field.child, item))), None)
+        problems = {index: problem if isinstance(problem, dict) else [problem]
+                    for index, item in enumerate(value) if (problem := _problem(field.child, item))}
+        return problems or None
     return _wrong_type(field, value) or _not_as_stated(field, value)
 
 
@@ -74,13 +77,16 @@ def _not_as_stated(field, value) -> str | None:
         return None
     if value == "" and field.allow_blank:
         return None  # the schema allows "" beside the pattern
+    if not value.strip() and not field.allow_blank:
+        return None  # DRF's own answer: "This field may not be blank."
     if field.max_length is not None and len(value) > field.max_length:
         return field.error_messages["max_length"].format(max_length=field.max_length)
     for validator in field.validators:
         # Anchored patterns (tests/api/test_schema_patterns.py): a whole match is what ECMA-262
         # reads, where Python's `$` would also let a trailing newline through.
-        if isinstance(validator, RegexValidator) and not validator.inverse_match \
-                and validator.regex.fullmatch(value) is None:
+        # (URLValidator, a RegexValidator, also accepts what its punycode fallback turns valid.)
+        if isinstance(validator, RegexValidator) and not isinstance(validator, URLValidator) \
+                and not validator.inverse_match and validator.regex.fullmatch(value) is None:
             return _message_of(validator, value)
     return None
 

@@ -476,10 +476,6 @@ class InvalidDecision(DomainError):
 
 
 def approval_decide(*, approval_id, user, approve: bool, reason: str = "") -> ApprovalRequest:
-    if not approve and not reason.strip():
-        # Every way of deciding (the API, the workbench) holds a denial to this.
-        raise InvalidDecision(DENIAL_NEEDS_A_REASON[0].lower() + DENIAL_NEEDS_A_REASON[1:-1],
-                              details={"reason": [DENIAL_NEEDS_A_REASON]})
     with transaction.atomic():
         locked = _lock_approval(approval_id)
         if locked is None:
@@ -488,6 +484,11 @@ def approval_decide(*, approval_id, user, approve: bool, reason: str = "") -> Ap
         check_approval_decide(approval=approval, user=user)
         now = timezone.now()
         expired = approval.expires_at <= now
+        if not expired and not approve and not reason.strip():
+            # Every way of deciding (the API, the workbench) holds a denial to this; asked only
+            # of a decision that could be taken, so no one writes a reason to learn it cannot.
+            raise InvalidDecision(DENIAL_NEEDS_A_REASON[0].lower() + DENIAL_NEEDS_A_REASON[1:-1],
+                                  details={"reason": [DENIAL_NEEDS_A_REASON]})
         if expired:
             # Close it as expired (committed), and tell the approver their decision came too late.
             _approval_close(run, approval, ApprovalRequest.Status.EXPIRED, now=now, user=None, reason=EXPIRED_REASON)

@@ -536,8 +536,8 @@ def test_an_approval_decision_refuses_forged_decision_fields(world):
 def test_a_denial_cannot_be_turned_into_an_approval_by_the_body(world):
     approval = world.pending_approval
     response = _client("approver").post(API + f"approvals/{approval.id}/deny/",
-                                        {"status": "approved", "decided_by": "approver"}, format="json")
-    assert response.status_code == 400
+                                        {"reason": "no", "status": "approved", "decided_by": "approver"}, format="json")
+    assert response.status_code == 400 and set(response.json()["error"]["details"]) == {"status", "decided_by"}
     approval.refresh_from_db()
     assert approval.status == "pending"
     assert _client("approver").post(API + f"approvals/{approval.id}/deny/", {"reason": "no"}, format="json").status_code == 200

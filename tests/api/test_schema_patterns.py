@@ -43,6 +43,13 @@ def test_a_role_name_with_spaces_around_it_is_refused_not_trimmed(admin, name):
     assert not Group.objects.filter(name="auditors").exists()
 
 
+@pytest.mark.parametrize("name", ["", "   "])
+def test_a_blank_name_is_called_blank(admin, name):
+    response = admin.post("/api/v1/roles/", {"name": name}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["details"]["name"] == ["This field may not be blank."]
+
+
 def test_a_name_one_space_past_the_maximum_length_is_refused(admin):
     response = admin.post("/api/v1/roles/", {"name": "a" * 150 + " "}, format="json")
     assert response.status_code == 400
@@ -59,10 +66,12 @@ def test_a_slug_is_taken_as_sent(operator):
 
 
 def test_list_items_and_blank_values_keep_their_rules(admin):
-    response = admin.post("/api/v1/agents/", {"slug": "a-b", "name": "A", "instructions": "x",
-                                               "model_profile": "scripted", "tools": ["get_account "]}, format="json")
+    response = admin.post("/api/v1/agents/", {"slug": "a-b", "name": "A", "instructions": "x", "model_profile": "scripted",
+                                               "tools": ["get_account", "get_account ", 7]}, format="json")
     assert response.status_code == 400
-    assert "slug" in response.json()["error"]["details"]["tools"][0]
+    # Each item by its index, as DRF reports the items it checks itself.
+    assert response.json()["error"]["details"]["tools"] == {
+        "1": ['Enter a valid "slug" consisting of letters, numbers, underscores or hyphens.'], "2": ["Not a valid string."]}
     # "" is allowed beside the pattern (the schema says so); spaces alone are not "".
     assert admin.patch("/api/v1/model-profiles/scripted/", {"base_url": ""}, format="json").status_code == 200
     response = admin.patch("/api/v1/model-profiles/scripted/", {"base_url": "  "}, format="json")
