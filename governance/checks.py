@@ -47,7 +47,8 @@ def rate_limits_are_shared(app_configs, **kwargs):
     if not settings.CACHES["default"]["BACKEND"].endswith(("LocMemCache", "DummyCache")):
         return []
     return [checks.Warning(
-        "WARRANT_CACHE_URL is not set: each process counts the API's rate limits on its own",
+        "The cache is not shared (no WARRANT_CACHE_URL): each process counts the API's rate limits alone "
+        "(with the dummy cache, none does)",
         hint="With several web processes (gunicorn -w 4) a client gets each limit once per process. Point "
              "WARRANT_CACHE_URL at Redis (e.g. redis://redis:6379/1) so that every process counts together.",
         id="governance.W004",

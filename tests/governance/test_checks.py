@@ -24,8 +24,9 @@ def test_it_is_quiet_when_the_lease_outlives_the_time_limit():
 def test_it_warns_when_rate_limits_are_counted_per_process():
     from governance.checks import rate_limits_are_shared
 
-    with override_settings(CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}):
-        assert [w.id for w in rate_limits_are_shared(None)] == ["governance.W004"]
+    for per_process in ("locmem.LocMemCache", "dummy.DummyCache"):  # counted alone, or not at all
+        with override_settings(CACHES={"default": {"BACKEND": f"django.core.cache.backends.{per_process}"}}):
+            assert [w.id for w in rate_limits_are_shared(None)] == ["governance.W004"]
     shared = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:6399/1"}}
     with override_settings(CACHES=shared):
         assert rate_limits_are_shared(None) == []
