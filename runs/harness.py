@@ -345,6 +345,9 @@ def _refusal(snapshot: dict, deps: Deps, state: dict, call: dict) -> dict | None
     allowed = _skill_allowed(snapshot, state)
     if allowed is not None and name not in allowed:
         return error_envelope("not_permitted", f"{name!r} is outside the active skill's allowed tools")
+    if allowed is not None and tools[name]["side_effect"] and name not in _skill_side_effects(snapshot, state):
+        return error_envelope("not_permitted", f"{name!r} changes things, and the active skill does not declare it "
+                                               "among its side effects")
     try:
         arguments.validate(call["arguments"], tools[name]["input_schema"])
     except jsonschema.ValidationError as exc:
@@ -360,6 +363,14 @@ def _skill_allowed(snapshot: dict, state: dict) -> set[str] | None:
     if not contracts:
         return None
     return set().union(*contracts)
+
+
+def _skill_side_effects(snapshot: dict, state: dict) -> set[str]:
+    """What the active skills with a contract (allowed tools) may change: their declared side
+    effects (none, unless named). A skill without a contract constrains nothing."""
+    by_name = {s["name"]: s for s in snapshot.get("skills", [])}
+    return {tool for n in state["active_skills"] if by_name[n]["allowed_tools"]
+            for tool in by_name[n].get("side_effects", [])}
 
 
 def _skill_narrowed(snapshot: dict, state: dict) -> dict:

@@ -160,6 +160,27 @@ def test_an_active_skills_allowed_tools_narrow_what_the_model_sees_and_may_call(
     assert body["skills_used"] == [{"name": "arithmetic-helper", "version": skill.version, "sha256": skill.sha256}]
 
 
+def test_an_active_skill_may_change_only_what_it_declares_among_its_side_effects(replay):
+    from agents.models import SentEmail
+    from runs.models import ApprovalRequest
+
+    email = {"name": "send_email", "arguments": {"to": "dana.whitfield@example.com", "subject": "Sums", "body": "4"}}
+    script = {"topic": "arithmetic", "turns": [[email]]}
+    # Allowed, but not declared as a side effect (side-effects: none): refused before any approval.
+    skill_import(text=CONTRACT.replace("allowed-tools: [calculator]", "allowed-tools: [calculator, send_email]"),
+                 status=Skill.Status.ACTIVE)
+    run = replay(script)
+    [call] = _events(run, "tool_call")
+    assert call["result"]["code"] == "not_permitted" and "side effects" in call["result"]["error"]
+    assert run.status == "succeeded" and not ApprovalRequest.objects.filter(run=run).exists()
+    assert SentEmail.objects.count() == 0
+    # Declared: the call goes on to the approval policy that governs it, as any other would.
+    skill_import(text=CONTRACT.replace("allowed-tools: [calculator]", "allowed-tools: [calculator, send_email]")
+                 .replace("side-effects: none", "side-effects: [send_email]"), status=Skill.Status.ACTIVE)
+    run = replay(script)
+    assert run.status == "awaiting_approval" and _events(run, "tool_call") == []
+
+
 def test_a_hostile_tool_result_does_not_unlock_a_side_effect(replay):
     call_command("register_python_tools", "py", "tests.tools.pyfuncs")
     Tool.objects.filter(name__in=["py__fetch_note", "py__add"]).update(enabled=True)
