@@ -135,10 +135,15 @@ class RunListCreateApi(ListAPIView):
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
+    def answer_replay(self, request, stored: dict) -> Response:
+        """The same key again: the same run, as it is now (200), not the answer of its start."""
+        run = get_object_or_404(selectors.runs_visible_to(request.user), id=stored["id"])
+        return Response(RunOutputSerializer(run, context={"request": request}).data, status=status.HTTP_200_OK)
+
     @extend_schema(operation_id="runs_create", request=RunStartInputSerializer,
                    parameters=[IDEMPOTENCY_KEY],
                    responses={201: RunOutputSerializer, 200: RunOutputSerializer})
-    @idempotent
+    @idempotent(replay=answer_replay)
     def post(self, request):
         serializer = self.RunStartInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

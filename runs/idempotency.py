@@ -1,7 +1,7 @@
 """Idempotency-Key for POSTs that change things, in the manner of Stripe's API.
 
-The same key with the same body gets the stored response again (with Idempotent-Replayed:
-true); the same key with another body is 422; a request whose twin is still being processed is
+The same key with the same body gets the stored response again, or what the view's `replay`
+makes of it (with Idempotent-Replayed: true); the same key with another body is 422; a request whose twin is still being processed is
 409. Server errors are not stored, so the client may retry them. Keys belong to a user.
 """
 
@@ -47,8 +47,11 @@ def _abandoned(record: IdempotencyRecord) -> bool:
     return timezone.now() - record.created_at > ABANDONED_AFTER
 
 
-def idempotent(view_method):
-    """Wrap a POST handler of an APIView."""
+def idempotent(view_method=None, *, replay=None):
+    """Wrap a POST handler of an APIView. `replay(view, request, stored_body)`, when given,
+    answers a replayed key instead of the stored response (e.g. with the object as it is now)."""
+    if view_method is None:
+        return lambda method: idempotent(method, replay=replay)
 
     @wraps(view_method)
     def wrapper(view, request, *args, **kwargs):
@@ -68,8 +71,10 @@ def idempotent(view_method):
                 raise Conflict("a request with this Idempotency-Key is still being processed; retry shortly",
                                details={"idempotency_key": key}) from None
             if existing.state == IdempotencyRecord.State.DONE:
-                return Response(existing.response_body, status=existing.response_status,
-                                headers={"Idempotent-Replayed": "true"})
+                response = (replay(view, request, existing.response_body) if replay is not None
+                            else Response(existing.response_body, status=existing.response_status))
+                response["Idempotent-Replayed"] = "true"
+                return response
             record = existing  # its first request died without an answer: this one takes over
         try:
             response = view_method(view, request, *args, **kwargs)

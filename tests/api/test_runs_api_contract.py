@@ -39,6 +39,19 @@ def test_an_approval_decision_replays_under_the_same_key(operator, approver):
     assert approver.post(url, {}, format="json").status_code == 409
 
 
+def test_a_run_started_again_under_its_key_is_the_same_run_as_it_is_now(operator, approver):
+    body = {"agent": "crm-assistant", "input": "Delete the account Initech."}
+    first = operator.post("/api/v1/runs/", body, format="json", HTTP_IDEMPOTENCY_KEY="start-1")
+    assert first.status_code == 201 and first.json()["status"] == "awaiting_approval"
+    approval_id = first.json()["pending_approval"]["id"]
+    assert approver.post(f"/api/v1/approvals/{approval_id}/approve/", {}, format="json").status_code == 200
+    again = operator.post("/api/v1/runs/", body, format="json", HTTP_IDEMPOTENCY_KEY="start-1")
+    assert again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.json()["id"] == first.json()["id"] and again.json()["status"] == "succeeded"
+    assert again.json() == operator.get(f"/api/v1/runs/{first.json()['id']}/").json()
+    assert Run.objects.count() == 1
+
+
 def test_a_refused_request_leaves_its_key_free_for_the_corrected_one(operator, approver):
     approval_id = _parked(operator)["pending_approval"]["id"]
     url = f"/api/v1/approvals/{approval_id}/deny/"
