@@ -88,6 +88,12 @@ def tool_specs(snapshot: dict) -> list[dict]:
     return shown
 
 
+def guides_shown(snapshot: dict, names: list[str]) -> list[engine.Decision]:
+    """The tool-guide decisions behind the descriptions of these tools, as tool_specs applied them."""
+    specs, agent = policies(snapshot), snapshot["agent"]["slug"]
+    return [decision for name in names for _, decision in engine.tool_guides(specs, agent=agent, tool=name)]
+
+
 def fence(message: dict, *, limit: int) -> dict:
     """A tool message as the model sees it: cut to `limit` characters and fenced as data."""
     content = str(message.get("content", ""))

@@ -211,7 +211,13 @@ def _activate_skill(state: dict, events: list, name: str, *, why: dict, body: st
 
 def _call_model(result: StepResult, snapshot: dict, deps: Deps) -> None:
     state, events = result.state, result.events
-    request = context.build_request(_skill_narrowed(snapshot, state), state)
+    narrowed = _skill_narrowed(snapshot, state)
+    request = context.build_request(narrowed, state)
+    # A tool guide shapes what the model reads: recorded (trace, receipt) the first time it is shown.
+    for decision in context.guides_shown(narrowed, [t["name"] for t in request.tools]):
+        if (explained := decision.explain()) not in state["fired"]:
+            state["fired"].append(explained)
+            events.append(("policy_decision", explained | {"effect": "guidance shown"}))
     profile = snapshot["agent"]["model_profile"]
     started = deps.now()
     try:

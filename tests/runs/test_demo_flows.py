@@ -84,6 +84,17 @@ def test_delete_parks_then_secops_approves_and_it_runs_exactly_once(operator, ap
     assert any(c["name"] == "delete_account" and c["ok"] and c["approval_id"] == pending["id"] for c in body["tool_calls"])
 
 
+def test_a_tool_guide_the_model_was_shown_is_in_the_trace_once_and_in_the_receipt(operator, approver):
+    run = start(operator, "Send an email to dana.whitfield@example.com about the Acme renewal.")
+    approver.post(f"/api/v1/approvals/{run['pending_approval']['id']}/approve/", {}, format="json")
+    run = operator.get(f"/api/v1/runs/{run['id']}/").json()
+    assert run["status"] == "succeeded" and run["usage"]["llm_calls"] >= 2  # the guide was shown on every call
+    shown = [e for e in events(run["id"], "policy_decision") if e["effect"] == "guidance shown"]
+    assert [(e["policy"], e["matched"]) for e in shown] == [("email-etiquette", ["send_email"])]
+    body = operator.get(f"/api/v1/receipts/{run['receipt_id']}/").json()["body"]
+    assert "tool_guide" in [p["type"] for p in body["policies_fired"]]
+
+
 @pytest.mark.parametrize("body", [{}, {"reason": ""}, {"reason": "   "}])
 def test_a_denial_without_a_reason_decides_nothing(operator, approver, body):
     run = start(operator, "Send an email to dana.whitfield@example.com about the Acme renewal.")
