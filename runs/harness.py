@@ -461,10 +461,10 @@ def _run_tools(result: StepResult, snapshot: dict, deps: Deps, *, run_id: str, d
                 )
                 return
             if decision["status"] != "approved":
+                # An expired request counts as denied (the code says so); `decision` says which it was.
                 envelope = error_envelope(
-                    decision["status"] if decision["status"] == "expired" else "denied",
-                    f"the call to {call['name']} was {decision['status']}; it did not run",
-                    reason=decision.get("reason", ""), approval_id=decision["id"],
+                    "denied", f"the call to {call['name']} was {decision['status']}; it did not run",
+                    decision=decision["status"], reason=decision.get("reason", ""), approval_id=decision["id"],
                 )
                 _record(state, events, call, envelope, duration_ms=0, approval_id=decision["id"])
                 # The approver's words reach the model: they are screened like any other text.

@@ -215,10 +215,11 @@ def _error(call: PastCall) -> str:
     code = str(envelope.get("code") or "error")
     details = envelope.get("details") if isinstance(envelope.get("details"), dict) else {}
     reason = details.get("reason") or envelope.get("reason")
-    if code == "denied":
+    expired = code == "expired" or (code == "denied" and (details.get("decision") or envelope.get("decision")) == "expired")
+    if code == "denied" and not expired:
         line = f"The call to {call.name} was denied by an approver, so {_consequence(call.name)}."
         return line + (f" The approver's reason: {_sentence(reason)}" if reason else "")
-    if code == "expired":
+    if expired:
         line = (
             f"The approval request for {call.name} expired before anyone decided, "
             f"so {_consequence(call.name)}."
