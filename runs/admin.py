@@ -28,7 +28,7 @@ from runs.access_log import receipt_access_record
 from runs.models import ApprovalRequest, Receipt, ReceiptAccess, Run, RunEvent, SideEffect
 from runs.receipts import receipt_verify, receipt_verify_chain, receipt_verify_since_checkpoint
 from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, export_part, receipts_export
-from runs.services import approval_decide, check_approval_decide
+from runs.services import approval_decide, approval_expire_due, check_approval_decide
 from runs.templatetags.workbench import STATUS_TEXT, status_label
 
 class WorkbenchLoginForm(AdminAuthenticationForm):
@@ -214,6 +214,8 @@ class ApprovalRequestAdmin(WorkbenchAdmin):
     def queue_view(self, request):
         if not selectors.workbench_member(request.user):
             return redirect("admin:index")
+        # Without a beat process (the embedded default) overdue requests are closed when looked at.
+        approval_expire_due()
         now = timezone.now()
         cards = []
         for approval in selectors.approval_queue(request.user).select_related("run__agent_version"):

@@ -32,6 +32,9 @@ def test_an_expired_request_counts_as_denied_and_says_so(demo, django_capture_on
     approval = ApprovalRequest.objects.get(run=run)
     assert approval.status == "expired" and approval.decided_by is None
     assert '"decision":"expired"' in run.receipt.body
+    # The model is told what DESIGN.md promises for a denied or expired call: code "denied".
+    [call] = [e.data for e in run.events.filter(kind="tool_call") if e.data["name"] == "delete_account"]
+    assert call["result"]["code"] == "denied" and call["result"]["details"]["decision"] == "expired"
 
 
 def test_deciding_an_expired_request_is_refused_and_expires_it(demo, approver):
@@ -77,3 +80,25 @@ def test_a_queued_run_that_lost_its_message_is_enqueued_again(demo, django_captu
     assert result["stale_queued"] == 1
     run.refresh_from_db()
     assert run.status == "succeeded"
+
+
+@pytest.mark.parametrize("reader", ["the run's caller", "the workbench queue"])
+def test_without_beat_an_overdue_request_is_closed_when_looked_at(demo, operator, django_capture_on_commit_callbacks,
+                                                                   reader):
+    from django.test import Client
+
+    run = _start("Delete the account Initech.")
+    services.run_advance(run_id=run.id)
+    ApprovalRequest.objects.filter(run=run).update(expires_at=timezone.now() - timedelta(seconds=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        if reader == "the run's caller":
+            answer = operator.get(f"/api/v1/runs/{run.id}/").json()
+            # Closed and resumed (in a test the resume runs when the block ends; live, before the answer).
+            assert answer["status"] != "awaiting_approval" and answer["pending_approval"] is None
+        else:
+            browser = Client()
+            browser.force_login(User.objects.get(username="approver"))
+            assert browser.get("/admin/runs/approvalrequest/queue/").status_code == 200
+    assert ApprovalRequest.objects.get(run=run).status == "expired"
+    run.refresh_from_db()
+    assert run.status == "succeeded" and "expired" in run.output
