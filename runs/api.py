@@ -83,7 +83,9 @@ class RunOutputSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(UsageSerializer)
     def get_usage(self, run: Run) -> dict:
-        return {"input_tokens": run.input_tokens, "output_tokens": run.output_tokens, "tokens_estimated": True,
+        # Estimated when any call's counts were (the scripted model, a server that reported none).
+        estimated = any(call.get("tokens_estimated", True) for call in run.state.get("model_calls", []))
+        return {"input_tokens": run.input_tokens, "output_tokens": run.output_tokens, "tokens_estimated": estimated,
                 "llm_calls": run.llm_calls, "tool_calls": run.tool_calls}
 
     @extend_schema_field(PendingApprovalSerializer(allow_null=True))

@@ -108,7 +108,7 @@ def receipt_body(run: Run) -> dict:
 
 # Recorded since real backends arrived; runs from before have none of them.
 _MODEL_CALL_EXTRAS = {"requested_backend": None, "profile": None, "cache_read_tokens": 0, "cache_creation_tokens": 0,
-                      "attempts": 1, "outcome": "ok"}
+                      "tokens_estimated": None, "attempts": 1, "outcome": "ok"}
 
 
 def _model_call(call: dict) -> dict:

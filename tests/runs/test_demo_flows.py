@@ -17,6 +17,8 @@ def test_acme_health_follows_the_skill_and_reports_score_and_label(operator):
     assert [e["skill"] for e in events(run["id"], "skill_activated")] == ["account-health-review"]
     body = operator.get(f"/api/v1/receipts/{run['receipt_id']}/").json()["body"]
     assert body["skills_used"][0]["name"] == "account-health-review"
+    # The scripted model's counts are estimates, and both the run and its receipt say so.
+    assert run["usage"]["tokens_estimated"] is True and {c["tokens_estimated"] for c in body["model_calls"]} == {True}
     assert [c["name"] for c in body["tool_calls"]] == tools_called(run["id"])
 
 

@@ -39,6 +39,11 @@ def test_acme_health_is_scored_through_the_backend_and_the_receipt_says_so(backe
     assert {(c["requested_model"], c["actual_model"], c["requested_backend"], c["backend"], c["profile"])
             for c in calls} == {("test-model", served, backend, backend, f"{backend}-local")}
     assert all(not e["tokens_estimated"] for e in kinds(run, "model_call"))
+    # Counted by the server, and said so: in the receipt and in the run's usage over the API.
+    assert {c["tokens_estimated"] for c in calls} == {False}
+    from runs.api import RunOutputSerializer
+
+    assert RunOutputSerializer(run).data["usage"]["tokens_estimated"] is False
     assert receipt_body(run)["totals"]["input_tokens"] == sum(c["input_tokens"] for c in calls) > 0
     if backend == "anthropic":
         assert {c["cache_read_tokens"] for c in calls} == {40}
