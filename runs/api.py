@@ -169,8 +169,10 @@ class RunDetailApi(GenericAPIView):
     @extend_schema(operation_id="runs_retrieve")
     def get(self, request, run_id):
         run = get_object_or_404(selectors.runs_visible_to(request.user), id=run_id)
-        if run.status == "awaiting_approval" and services.approval_expire_due():
-            # Without beat (the embedded default) an overdue request is closed when looked at.
+        # Without beat (the embedded default) an overdue request is closed, and a run whose step
+        # died is taken up again, when looked at.
+        if (run.status == "awaiting_approval" and services.approval_expire_due()) or (
+                settings.CELERY_TASK_ALWAYS_EAGER and services.run_pick_up_if_lost(run)):
             run = get_object_or_404(selectors.runs_visible_to(request.user), id=run_id)
         return Response(RunOutputSerializer(run, context={"request": request}).data)
 

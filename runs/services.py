@@ -553,6 +553,19 @@ def run_reconcile(*, queued_grace_seconds: int | None = None) -> dict:
     return {"expired_approvals": expired, "lost_leases": len(lost), "stale_queued": len(stale)}
 
 
+def run_pick_up_if_lost(run: Run) -> bool:
+    """The reconciler's work for one run, where no beat process does it (the embedded default):
+    a running run whose lease expired (its step died) or a queued one past the grace period is
+    enqueued again. True if it was."""
+    now = timezone.now()
+    grace = timedelta(seconds=settings.WARRANT["QUEUED_GRACE_SECONDS"])
+    lost = ((run.status == RunStatus.RUNNING and run.lease_expires_at is not None and run.lease_expires_at < now)
+            or (run.status == RunStatus.QUEUED and run.status_changed_at < now - grace))
+    if lost:
+        _enqueue(run.id)
+    return lost
+
+
 def run_cancel(*, run: Run, user) -> Run:
     with transaction.atomic():
         run = Run.objects.select_for_update().get(id=run.id)

@@ -102,3 +102,21 @@ def test_without_beat_an_overdue_request_is_closed_when_looked_at(demo, operator
     assert ApprovalRequest.objects.get(run=run).status == "expired"
     run.refresh_from_db()
     assert run.status == "succeeded" and "expired" in run.output
+
+
+def test_without_beat_a_run_whose_step_died_is_taken_up_when_its_caller_looks(demo, operator,
+                                                                              django_capture_on_commit_callbacks):
+    run = _start("List all accounts.")
+    # Its step died (a storage error, a killed process) with the run claimed: running, lease past.
+    Run.objects.filter(id=run.id).update(status="running", lease_owner="gone",
+                                         lease_expires_at=timezone.now() - timedelta(seconds=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert operator.get(f"/api/v1/runs/{run.id}/").status_code == 200
+    run.refresh_from_db()
+    assert run.status == "succeeded" and run.receipt is not None
+    # A live lease is its worker's: looking does not take it away.
+    other = _start("List all accounts.")
+    Run.objects.filter(id=other.id).update(status="running", lease_owner="busy",
+                                           lease_expires_at=timezone.now() + timedelta(seconds=60))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert operator.get(f"/api/v1/runs/{other.id}/").json()["status"] == "running"
