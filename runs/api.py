@@ -139,6 +139,8 @@ class RunListCreateApi(ListAPIView):
 
     def answer_replay(self, request, stored: dict) -> Response:
         """The same key again: the same run, as it is now (200), not the answer of its start."""
+        if "id" not in stored:
+            return Response(stored)
         run = get_object_or_404(selectors.runs_visible_to(request.user), id=stored["id"])
         return Response(RunOutputSerializer(run, context={"request": request}).data, status=status.HTTP_200_OK)
 
@@ -171,7 +173,7 @@ class RunDetailApi(GenericAPIView):
         run = get_object_or_404(selectors.runs_visible_to(request.user), id=run_id)
         # Without beat (the embedded default) an overdue request is closed, and a run whose step
         # died is taken up again, when looked at.
-        if (run.status == "awaiting_approval" and services.approval_expire_due()) or (
+        if (run.status == "awaiting_approval" and services.approval_expire_due(run_id=run.id)) or (
                 settings.CELERY_TASK_ALWAYS_EAGER and services.run_pick_up_if_lost(run)):
             run = get_object_or_404(selectors.runs_visible_to(request.user), id=run_id)
         return Response(RunOutputSerializer(run, context={"request": request}).data)

@@ -91,7 +91,8 @@ def tool_specs(snapshot: dict) -> list[dict]:
 def guides_shown(snapshot: dict, names: list[str]) -> list[engine.Decision]:
     """The tool-guide decisions behind the descriptions of these tools, as tool_specs applied them."""
     specs, agent = policies(snapshot), snapshot["agent"]["slug"]
-    return [decision for name in names for _, decision in engine.tool_guides(specs, agent=agent, tool=name)]
+    return [decision for name in names if name in snapshot["tools"]  # load_skill is ours, and never guided
+            for _, decision in engine.tool_guides(specs, agent=agent, tool=name)]
 
 
 def fence(message: dict, *, limit: int) -> dict:

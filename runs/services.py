@@ -519,10 +519,12 @@ def _approval_close(run: Run, approval: ApprovalRequest, status: str, *, now, us
         _event(run, *decided)
 
 
-def approval_expire_due() -> int:
-    """Close every pending request past its deadline as expired, and resume its run."""
+def approval_expire_due(*, run_id=None) -> int:
+    """Close every pending request past its deadline (of one run, if given) as expired, and resume its run."""
     count = 0
     due = ApprovalRequest.objects.filter(status="pending", expires_at__lte=timezone.now())
+    if run_id is not None:
+        due = due.filter(run_id=run_id)
     for approval_id in due.values_list("id", flat=True):
         with transaction.atomic():
             locked = _lock_approval(approval_id)
@@ -559,11 +561,27 @@ def run_pick_up_if_lost(run: Run) -> bool:
     enqueued again. True if it was."""
     now = timezone.now()
     grace = timedelta(seconds=settings.WARRANT["QUEUED_GRACE_SECONDS"])
-    lost = ((run.status == RunStatus.RUNNING and run.lease_expires_at is not None and run.lease_expires_at < now)
+    lost = ((run.status == RunStatus.RUNNING and run.lease_expires_at is not None and run.lease_expires_at < now
+             and not _owner_alive(run.lease_owner))
             or (run.status == RunStatus.QUEUED and run.status_changed_at < now - grace))
     if lost:
         _enqueue(run.id)
     return lost
+
+
+def _owner_alive(owner: str) -> bool:
+    """Whether the process named host:pid (as the embedded worker names itself) still runs here:
+    a step may outlast its lease when nothing bounds it (a slow model, long tools)."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def run_cancel(*, run: Run, user) -> Run:

@@ -114,9 +114,27 @@ def test_without_beat_a_run_whose_step_died_is_taken_up_when_its_caller_looks(de
         assert operator.get(f"/api/v1/runs/{run.id}/").status_code == 200
     run.refresh_from_db()
     assert run.status == "succeeded" and run.receipt is not None
-    # A live lease is its worker's: looking does not take it away.
-    other = _start("List all accounts.")
-    Run.objects.filter(id=other.id).update(status="running", lease_owner="busy",
-                                           lease_expires_at=timezone.now() + timedelta(seconds=60))
+    # A live lease is its worker's, and so is a lapsed one whose worker process still runs here
+    # (a step may outlast its lease): looking takes neither away.
+    import os
+    import socket
+
+    for owner, expires in (("busy", timedelta(seconds=60)), (f"{socket.gethostname()}:{os.getpid()}", -timedelta(seconds=1))):
+        other = _start("List all accounts.")
+        Run.objects.filter(id=other.id).update(status="running", lease_owner=owner, lease_expires_at=timezone.now() + expires)
+        with django_capture_on_commit_callbacks(execute=True):
+            assert operator.get(f"/api/v1/runs/{other.id}/").json()["status"] == "running"
+
+
+def test_reading_a_parked_run_closes_only_its_own_overdue_request(demo, operator, second_operator,
+                                                                  django_capture_on_commit_callbacks):
+    mine, theirs = _start("Delete the account Initech."), services.run_start(
+        agent_slug="crm-assistant", input_text="Delete the account Initech.",
+        caller=User.objects.get(username="operator2"))[0]
+    for run in (mine, theirs):
+        services.run_advance(run_id=run.id)
+    ApprovalRequest.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
     with django_capture_on_commit_callbacks(execute=True):
-        assert operator.get(f"/api/v1/runs/{other.id}/").json()["status"] == "running"
+        operator.get(f"/api/v1/runs/{mine.id}/")
+    assert ApprovalRequest.objects.get(run=mine).status == "expired"
+    assert ApprovalRequest.objects.get(run=theirs).status == "pending"  # someone else's run is not worked on here
