@@ -122,8 +122,9 @@ def test_without_beat_a_run_whose_step_died_is_taken_up_when_its_caller_looks(de
     for owner, expires in (("busy", timedelta(seconds=60)), (f"{socket.gethostname()}:{os.getpid()}", -timedelta(seconds=1))):
         other = _start("List all accounts.")
         Run.objects.filter(id=other.id).update(status="running", lease_owner=owner, lease_expires_at=timezone.now() + expires)
-        with django_capture_on_commit_callbacks(execute=True):
+        with django_capture_on_commit_callbacks(execute=True) as published:
             assert operator.get(f"/api/v1/runs/{other.id}/").json()["status"] == "running"
+        assert published == [] and Run.objects.get(id=other.id).status == "running"
 
 
 def test_reading_a_parked_run_closes_only_its_own_overdue_request(demo, operator, second_operator,
