@@ -45,7 +45,10 @@ def _insert_sql(model: type[models.Model]) -> tuple[str, tuple]:
 def converted(field, value):
     """A column's value as a model query hands it on: through the backend's converters and the
     field's own (SQLite's naive datetimes made aware, JSON decoded, and so on)."""
-    column, converters = _converters(field)
+    return _convert(value, *_converters(field))
+
+
+def _convert(value, column, converters):
     for convert in converters:
         value = convert(value, column, connection)
     return value
@@ -57,10 +60,7 @@ def from_row(model: type[models.Model], row) -> models.Model:
     names, converting = _row_reading(model)
     values = list(row)
     for index, column, converters in converting:
-        value = values[index]
-        for convert in converters:
-            value = convert(value, column, connection)
-        values[index] = value
+        values[index] = _convert(values[index], column, converters)
     return model.from_db(connection.alias, names, values)
 
 

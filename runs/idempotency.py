@@ -1,8 +1,9 @@
 """Idempotency-Key for POSTs that change things, in the manner of Stripe's API.
 
 The same key with the same body gets the stored response again, or what the view's `replay`
-makes of it (with Idempotent-Replayed: true); the same key with another body is 422; a request whose twin is still being processed is
-409. Server errors are not stored, so the client may retry them. Keys belong to a user.
+makes of it (with Idempotent-Replayed: true); the same key with another body is 422; a request
+whose twin is still being processed is 409. Only what was carried out is stored: after an error
+answer the key is free again. Keys belong to a user.
 """
 
 import hashlib

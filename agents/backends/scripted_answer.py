@@ -215,7 +215,8 @@ def _error(call: PastCall) -> str:
     code = str(envelope.get("code") or "error")
     details = envelope.get("details") if isinstance(envelope.get("details"), dict) else {}
     reason = details.get("reason") or envelope.get("reason")
-    expired = code == "expired" or (code == "denied" and (details.get("decision") or envelope.get("decision")) == "expired")
+    # "expired" as its own code: calls recorded before an expiry was told as a denial.
+    expired = code == "expired" or (code == "denied" and details.get("decision") == "expired")
     if code == "denied" and not expired:
         line = f"The call to {call.name} was denied by an approver, so {_consequence(call.name)}."
         return line + (f" The approver's reason: {_sentence(reason)}" if reason else "")
