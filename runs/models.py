@@ -143,6 +143,9 @@ class ApprovalRequest(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     decided_at = models.DateTimeField(null=True, blank=True)
+    decided_via = models.CharField(
+        max_length=64, blank=True,
+        help_text="How the decider authenticated: 'session', or 'token:' and the token's public id.")
     reason = models.TextField(blank=True)
     expires_at = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True)
