@@ -1,0 +1,67 @@
+"""warrant_verify.jcs against the rfc8785 package (an independent RFC 8785 implementation)."""
+
+import json
+
+import pytest
+import rfc8785
+
+from warrant_verify.jcs import CanonicalizationError, canonicalize, number
+
+FLOATS = [
+    1e21, 1e-7, 0.1, -0.0, 0.0, 5e-324, 1e20, 1e22, 123.456, -1.5e300, 1.7976931348623157e308,
+    1e-6, -1e-6, 2.5e-5, 0.000001234, 333333333.33333329, 4.35, 0.3, 100.0, 9007199254740992.0,
+    2.2250738585072014e-308, 1.0000000000000002, 123456789012345680000.0, 0.1 + 0.2, -7.0, 1e-300,
+]
+
+CORPUS = [
+    None, True, False, 0, -1, 2**53 - 1, -(2**53 - 1), "", "plain", [], {}, [[], {}],
+    {"b": 1, "a": 2, "aa": 3, "A": 4, "": 5},
+    # UTF-16 order: the astral key (surrogates D83D..) sorts before U+FFFF/U+E000 despite its code point.
+    {"\U0001F600": 1, "\uffff": 2, "\ue000": 3, "\u00e9": 4, "z": 5, "\U00010000": 6},
+    {"ctl": "\x00\x01\x07\x08\t\n\x0b\x0c\r\x1e\x1f", "quote": '"\\/', "del": "\x7f", "ls": "\u2028\u2029"},
+    {"nested": {"z": [1, 2.5, {"y": None, "x": "\u20ac"}], "a": {"\x01": True}}},
+    {"numbers": FLOATS},
+    ["\U0001F4A9 emoji", "\u00a0nbsp", "tab\tinside"],
+]
+
+
+@pytest.mark.parametrize("value", FLOATS, ids=repr)
+def test_floats_print_as_ecmascript(value):
+    assert canonicalize(value) == rfc8785.dumps(value)
+
+
+@pytest.mark.parametrize("value", CORPUS, ids=lambda value: repr(value)[:40])
+def test_corpus_matches_rfc8785(value):
+    assert canonicalize(value) == rfc8785.dumps(value)
+
+
+def test_worked_numbers_by_hand():
+    assert [number(x) for x in (1e21, 1e-7, 0.1, -0.0, 5e-324, 1e20)] == [
+        "1e+21", "1e-7", "0.1", "0", "5e-324", "100000000000000000000",
+    ]
+
+
+def test_keys_sort_by_utf16_code_units_not_code_points():
+    out = canonicalize({"\ue000": 1, "\U0001F600": 2})
+    assert out == '{"\U0001F600":2,"\ue000":1}'.encode("utf-8")
+    assert sorted(["\ue000", "\U0001F600"]) == ["\ue000", "\U0001F600"]  # code point order differs
+
+
+def test_only_required_escapes():
+    assert canonicalize("\x7f\u2028/\x1f\n") == '"\x7f\u2028/\\u001f\\n"'.encode("utf-8")
+
+
+def test_round_trip_is_idempotent():
+    text = canonicalize(CORPUS[-3]).decode("utf-8")
+    assert canonicalize(json.loads(text)).decode("utf-8") == text
+
+
+@pytest.mark.parametrize(
+    "value",
+    [float("nan"), float("inf"), -float("inf"), 2**53, -(2**53), 2**53 + 1, 10**30, "\ud800", {"\udc00": 1},
+     {1: "int key"}, b"bytes", {"set": {1}}, object()],
+    ids=repr,
+)
+def test_values_without_a_canonical_form_are_refused(value):
+    with pytest.raises(CanonicalizationError):
+        canonicalize(value)
