@@ -4,7 +4,9 @@ Hand-written because the only PyPI implementation is a test-time oracle we compa
 (tests/evidence/test_jcs.py); the verifier must run with nothing but ``cryptography``.
 """
 
+import json
 import math
+import re
 
 # I-JSON numbers are IEEE doubles: past Number.MAX_SAFE_INTEGER another implementation may round
 # (2**53 + 1 reads back as 2**53), so such integers are refused, as the rfc8785 package does.
@@ -110,3 +112,42 @@ def number(value: float) -> str:
         head = digits if k == 1 else digits[0] + "." + digits[1:]
         text = f"{head}e{'+' if e >= 0 else '-'}{abs(e)}"
     return sign + text
+
+
+# Where Python's own encoder (sorted keys, no ASCII escaping, compact separators) can differ from
+# RFC 8785: floats print differently, big integers must be refused, astral keys sort differently,
+# and a lone surrogate has no UTF-8 form. Text free of these is checked at C speed.
+_FLOAT_OR_BIG_INT = re.compile(r"\d[.eE]|\d{16}")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_ASTRAL_OR_SURROGATE = re.compile("[\U00010000-\U0010ffff\ud800-\udfff]")
+
+
+def _json_int(literal: str):
+    number = int(literal)
+    # JSON numbers are doubles: a literal past the safe range means the double it rounds to, which
+    # is how RFC 8785 prints large floats such as 1e20.
+    return number if abs(number) <= MAX_SAFE_INTEGER else float(literal)
+
+
+def loads(text: str):
+    """json.loads reading integer literals past +-(2**53 - 1) as the doubles they denote."""
+    return json.loads(text, parse_int=_json_int)
+
+
+def is_canonical(text: str) -> bool:
+    """Whether JSON text is exactly its own RFC 8785 form (False for text that is not JSON)."""
+    try:
+        value = loads(text)
+    except (ValueError, RecursionError):
+        return False
+    fast = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    if (
+        fast == text
+        and not _FLOAT_OR_BIG_INT.search(_STRING.sub("", fast))
+        and (fast.isascii() or not _ASTRAL_OR_SURROGATE.search(fast))
+    ):
+        return True
+    try:
+        return canonicalize(value) == text.encode("utf-8")
+    except (CanonicalizationError, UnicodeEncodeError, RecursionError):
+        return False

@@ -65,3 +65,32 @@ def test_round_trip_is_idempotent():
 def test_values_without_a_canonical_form_are_refused(value):
     with pytest.raises(CanonicalizationError):
         canonicalize(value)
+
+
+def _texts():
+    for value in CORPUS + FLOATS + [{"n": 2**53 - 1}, {"n": 1234567890123456}, {"s": "1.5e3 in a string \\"}]:
+        canonical = canonicalize(value).decode("utf-8")
+        yield canonical, True
+        yield json.dumps(value, ensure_ascii=False), canonical == json.dumps(value, ensure_ascii=False)
+        yield json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")), None
+    yield '{"a":1,"a":1}', False  # a duplicate key: not the canonical form of what it parses to
+    yield '{"n":1e-07}', False
+    yield '{"n":10000000000000000}', True  # the double 1e16, as RFC 8785 prints it
+    yield '{"n":10000000000000000.0}', False
+    yield '{"n":9007199254740993}', False  # no double has this value
+    yield '"\\ud800"', False
+    yield "not json", False
+    yield '{"\ue000":1,"\U0001F600":2}', False  # code point order, not UTF-16 order
+
+
+@pytest.mark.parametrize("text,expected", list(_texts()), ids=lambda item: repr(item)[:40])
+def test_is_canonical_agrees_with_canonicalize(text, expected):
+    from warrant_verify.jcs import is_canonical, loads
+
+    try:
+        truth = canonicalize(loads(text)) == text.encode("utf-8")
+    except (CanonicalizationError, ValueError):
+        truth = False
+    assert is_canonical(text) is truth
+    if expected is not None:
+        assert truth is expected
