@@ -1,0 +1,251 @@
+"""Every check of an evidence bundle (EVIDENCE-FORMAT v2), collected into one report."""
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from .archive import BUNDLE_FILES
+from .chain import (Failure, _hex64, _is_int, parse_jsonl, verify_checkpoints, verify_receipts,
+                    verify_trace)
+from .jcs import CanonicalizationError
+from .keys import KeySetError, load_key_set, verify_signature
+from .messages import GENESIS, manifest_message
+
+APPROVAL_FIELDS = ("tool", "arguments_sha256", "approver_role", "decided_by", "decided_via", "decided_at", "reason")
+RUN_FIELDS = ("status", "input_sha256", "output_sha256")
+
+
+@dataclass
+class Report:
+    failures: list[Failure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def fail(self, file: str, record: str, reason: str) -> None:
+        self.failures.append(Failure(file, record, reason))
+
+
+def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trusted_from: str = "",
+                  witness: bytes | None = None, witness_name: str = "witness", workers: int = 1) -> Report:
+    """Check a bundle's files. `trusted`: keys fetched out of band (--public-key); else keys.json."""
+    report = Report()
+    manifest = _manifest(files, report)
+    bundled_keys = _bundled_keys(files, report)
+    manifest_keys = trusted if trusted is not None else bundled_keys
+    source = trusted_from or "keys.json inside the bundle (not independent of it: pass --public-key)"
+    if manifest is not None:
+        reason = verify_signature(manifest_keys, manifest.get("key_id"), manifest_message(manifest),
+                                  manifest.get("signature"))
+        if reason:
+            report.fail("manifest.json", "signature", reason)
+        else:
+            report.notes.append(f"manifest signed by key {manifest.get('key_id')}, trusted from {source}")
+    _file_digests(files, manifest, report)
+    # A manifest signed by a trusted key vouches for keys.json (its digest is in the manifest), so
+    # keys rotated out earlier still verify the receipts they signed.
+    keys = {**bundled_keys, **(trusted or {})}
+    chain = (manifest or {}).get("chain") if isinstance((manifest or {}).get("chain"), dict) else {}
+    complete = isinstance(manifest, dict) and isinstance(manifest.get("period"), dict) \
+        and manifest["period"].get("to") is None
+    span, bodies = _receipts(files, chain, keys, workers, complete, report)
+    _events(files, bodies, report)
+    _approvals(files, bodies, report)
+    _runs(files, bodies, report)
+    _jsonl_only(files, "policies.jsonl", report)
+    hash_at = dict(span.hashes)
+    if _hex64(chain.get("start_prev_hash")) and span.first_seq > 1:
+        hash_at.setdefault(span.first_seq - 1, chain["start_prev_hash"])
+    made_at = manifest.get("created_at") if isinstance(manifest, dict) else None
+    sources = [("checkpoints.jsonl", files.get("checkpoints.jsonl"))]
+    if witness is not None:
+        sources.append((witness_name, witness))
+    for name, data in sources:
+        if data is None:
+            continue
+        rows, bad = parse_jsonl(data, name)
+        report.failures.extend(bad)
+        report.failures.extend(verify_checkpoints(
+            [row for _, row in rows], keys=keys, hash_at=hash_at, first_seq=span.first_seq,
+            last_seq=span.last_seq, head_seq=span.head_seq, complete=complete, file=name, made_at=made_at,
+            labels=[f"line {number}" for number, _ in rows]))
+        report.notes.append(f"{len(rows)} checkpoints in {name}")
+    report.notes.insert(0, f"{span.count} receipts (seq {span.first_seq}-{span.last_seq}), {len(bodies)} runs")
+    report.notes.append("receipt keys: " + (", ".join(sorted(keys)) or "none"))
+    return report
+
+
+def _manifest(files: dict[str, bytes], report: Report) -> dict | None:
+    data = files.get("manifest.json")
+    if data is None:
+        report.fail("manifest.json", "file", "missing: nothing in the bundle can be trusted without it")
+        return None
+    try:
+        manifest = json.loads(data)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        report.fail("manifest.json", "file", f"not JSON ({str(exc)[:80]})")
+        return None
+    if not isinstance(manifest, dict) or manifest.get("v") != 1 or manifest.get("kind") != "warrant.evidence-bundle":
+        report.fail("manifest.json", "file", "not a v1 warrant.evidence-bundle manifest")
+        return manifest if isinstance(manifest, dict) else None
+    try:
+        manifest_message(manifest)
+    except (CanonicalizationError, UnicodeEncodeError) as exc:
+        report.fail("manifest.json", "file", f"cannot be canonicalized ({exc})")
+        return None
+    return manifest
+
+
+def _bundled_keys(files: dict[str, bytes], report: Report) -> dict:
+    data = files.get("keys.json")
+    if data is None:
+        return {}
+    try:
+        return load_key_set(json.loads(data))
+    except (UnicodeDecodeError, ValueError, RecursionError, KeySetError) as exc:
+        report.fail("keys.json", "file", f"not a usable key set ({str(exc)[:120]})")
+        return {}
+
+
+def _file_digests(files: dict[str, bytes], manifest: dict | None, report: Report) -> None:
+    listed = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(listed, dict):
+        if manifest is not None:
+            report.fail("manifest.json", "files", "no table of file digests")
+        listed = {}
+    for name in BUNDLE_FILES:
+        if name != "manifest.json" and name not in files:
+            report.fail(name, "file", "missing from the bundle")
+    for name, data in sorted(files.items()):
+        if name == "manifest.json":
+            continue
+        if name not in BUNDLE_FILES:
+            report.fail(name, "file", "not a file of the evidence format (extra file)")
+        if name not in listed:
+            report.fail(name, "file", "not listed in the manifest, so nothing vouches for it")
+        elif hashlib.sha256(data).hexdigest() != listed[name]:
+            report.fail(name, "file", "sha256 differs from the manifest's: the file was changed after export")
+    for name in sorted(set(listed) - set(files)):
+        if name in BUNDLE_FILES:
+            continue  # already reported missing
+        report.fail(name, "file", "listed in the manifest but missing from the bundle")
+
+
+@dataclass
+class Span:
+    first_seq: int
+    last_seq: int
+    head_seq: int
+    count: int
+    hashes: dict[int, str]
+
+
+def _receipts(files, chain: dict, keys: dict, workers: int, complete: bool, report: Report):
+    rows, bad = parse_jsonl(files.get("receipts.jsonl", b""), "receipts.jsonl")
+    report.failures.extend(bad)
+    records = [row for _, row in rows]
+    first_seq = chain.get("first_seq")
+    if not _is_int(first_seq):
+        first_seq = records[0].get("seq") if records and _is_int(records[0].get("seq")) else 1
+        report.fail("manifest.json", "chain", "no integer first_seq")
+    start_prev = chain.get("start_prev_hash")
+    if not _hex64(start_prev):
+        report.fail("manifest.json", "chain", "no start_prev_hash")
+        start_prev = records[0].get("prev_hash") if records else GENESIS
+    elif first_seq == 1 and start_prev != GENESIS:
+        report.fail("manifest.json", "chain", "first_seq is 1 but start_prev_hash is not GENESIS")
+    result = verify_receipts(records, keys=keys, start_seq=first_seq, start_prev=start_prev, workers=workers)
+    report.failures.extend(result.failures)
+    last_seq, head_seq, head_hash = chain.get("last_seq"), chain.get("head_seq"), chain.get("head_hash")
+    if not records and last_seq is None:
+        last_seq = first_seq - 1  # an empty period
+    if last_seq != result.head_seq:
+        report.fail("receipts.jsonl", "file", f"the last receipt is seq {result.head_seq}, the manifest says "
+                    f"last_seq {last_seq!r}: receipts were cut off or added")
+    if not _is_int(head_seq) or head_seq < result.head_seq:
+        report.fail("manifest.json", "chain", f"head_seq {head_seq!r} is not at or past the last receipt")
+        head_seq = result.head_seq
+    elif complete and head_seq != result.head_seq:
+        report.fail("manifest.json", "chain", f"the period runs to the head, but the head is seq {head_seq} "
+                    f"and the bundle stops at seq {result.head_seq}: the tail was left out")
+    if head_seq == result.head_seq and records and head_hash != result.head_hash:
+        report.fail("manifest.json", "chain", "head_hash is not the last receipt's hash")
+    bodies: dict[str, tuple[str, dict]] = {}
+    for record in records:
+        try:
+            body = json.loads(record.get("body"))
+        except (TypeError, ValueError, RecursionError):
+            continue  # already reported by the chain check
+        if not isinstance(body, dict) or not isinstance(record.get("run_id"), str):
+            continue
+        where = f"seq {record.get('seq')}"
+        if record["run_id"] in bodies:
+            report.fail("receipts.jsonl", where, f"second receipt for run {record['run_id']} "
+                        f"(first at {bodies[record['run_id']][0]}): a run has exactly one")
+            continue
+        bodies[record["run_id"]] = (where, body)
+    span = Span(first_seq=first_seq, last_seq=result.head_seq, head_seq=head_seq, count=result.checked,
+                hashes=result.hashes)
+    return span, bodies
+
+
+def _events(files, bodies, report: Report) -> None:
+    rows, bad = parse_jsonl(files.get("events.jsonl", b""), "events.jsonl")
+    report.failures.extend(bad)
+    by_run: dict[str, list[dict]] = {}
+    for _, row in rows:
+        by_run.setdefault(str(row.get("run_id")), []).append(row)
+    for run_id, (_, body) in bodies.items():
+        report.failures.extend(verify_trace(by_run.get(run_id, []), body=body))
+
+
+def _approvals(files, bodies, report: Report) -> None:
+    rows, bad = parse_jsonl(files.get("approvals.jsonl", b""), "approvals.jsonl")
+    report.failures.extend(bad)
+    by_id = {str(row.get("id")): (number, row) for number, row in rows}
+    sealed: set[str] = set()
+    for run_id, (where, body) in bodies.items():
+        approvals = body.get("approvals")
+        if not isinstance(approvals, list):
+            report.fail("receipts.jsonl", where, "body has no approvals list")
+            continue
+        for sealed_row in approvals:
+            if not isinstance(sealed_row, dict):
+                report.fail("receipts.jsonl", where, "an approval in the body is not an object")
+                continue
+            approval_id = str(sealed_row.get("id"))
+            sealed.add(approval_id)
+            if approval_id not in by_id:
+                report.fail("approvals.jsonl", f"approval {approval_id}", f"sealed in run {run_id}'s receipt "
+                            "but missing from approvals.jsonl")
+                continue
+            _, row = by_id[approval_id]
+            differing = [name for name in APPROVAL_FIELDS if row.get(name) != sealed_row.get(name)]
+            if row.get("status") != sealed_row.get("decision"):
+                differing.append("status")
+            if row.get("run_id") != run_id:
+                differing.append("run_id")
+            if differing:
+                report.fail("approvals.jsonl", f"approval {approval_id}",
+                            f"{', '.join(differing)} differ from what run {run_id}'s receipt sealed")
+    for approval_id, (number, row) in by_id.items():
+        if approval_id not in sealed and str(row.get("run_id")) in bodies:
+            report.fail("approvals.jsonl", f"approval {approval_id}",
+                        f"not sealed in the receipt of its run {row.get('run_id')}")
+
+
+def _runs(files, bodies, report: Report) -> None:
+    rows, bad = parse_jsonl(files.get("runs.jsonl", b""), "runs.jsonl")
+    report.failures.extend(bad)
+    for number, row in rows:
+        run_id = str(row.get("id"))
+        if run_id not in bodies:
+            report.fail("runs.jsonl", f"run {run_id}", "a terminal run with no receipt in the bundle")
+            continue
+        _, body = bodies[run_id]
+        differing = [name for name in RUN_FIELDS if row.get(name) != body.get(name)]
+        if differing:
+            report.fail("runs.jsonl", f"run {run_id}", f"{', '.join(differing)} differ from what its receipt sealed")
+
+
+def _jsonl_only(files, name: str, report: Report) -> None:
+    _, bad = parse_jsonl(files.get(name, b""), name)
+    report.failures.extend(bad)

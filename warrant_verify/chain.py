@@ -1,0 +1,285 @@
+"""Receipt chain, run trace and checkpoint verification, reporting every failure found.
+
+After a broken link the walk re-syncs on the stored hashes, so one deleted receipt is reported
+once, where it is, instead of marking everything after it as broken.
+"""
+
+import json
+import os
+import re
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+
+from . import jcs
+from .keys import raw_public_bytes, verify_signature
+from .messages import GENESIS, checkpoint_message, event_hash, receipt_hash, receipt_message
+
+HEX64 = re.compile(r"[0-9a-f]{64}")
+# Below this, starting processes costs more than the signatures they would share out.
+PARALLEL_THRESHOLD = 4000
+_CHUNK = 2500
+
+
+@dataclass(frozen=True)
+class Failure:
+    file: str
+    record: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.record}: {self.reason}"
+
+
+@dataclass
+class ChainResult:
+    checked: int
+    head_seq: int
+    head_hash: str
+    failures: list[Failure]
+    hashes: dict[int, str] = field(default_factory=dict)  # seq -> stored hash, for checkpoints
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _hex64(value) -> bool:
+    return isinstance(value, str) and HEX64.fullmatch(value) is not None
+
+
+def label(record: dict, index: int) -> str:
+    seq = record.get("seq") if isinstance(record, dict) else None
+    return f"seq {seq}" if _is_int(seq) else f"record {index + 1}"
+
+
+def check_receipt(record, keys) -> list[str]:
+    """Everything about one receipt that needs no neighbour: shape, hash, body, signature."""
+    if not isinstance(record, dict):
+        return ["not a JSON object"]
+    problems = []
+    for name in ("id", "run_id", "body", "key_id", "signature"):
+        if not isinstance(record.get(name), str):
+            problems.append(f"{name} is missing or not a string")
+    for name in ("prev_hash", "hash"):
+        if not _hex64(record.get(name)):
+            problems.append(f"{name} is not 64 lowercase hex digits")
+    if not _is_int(record.get("seq")):
+        problems.append("seq is missing or not an integer")
+    if problems:
+        return problems
+    body = record["body"]
+    try:
+        if receipt_hash(record["prev_hash"], body) != record["hash"]:
+            problems.append("hash is not sha256(prev_hash + body): the body or a hash was edited")
+    except UnicodeEncodeError:
+        return ["body is not valid Unicode text"]
+    try:
+        parsed = jcs.loads(body)
+    except (ValueError, RecursionError):
+        parsed = None
+        problems.append("body is not JSON")
+    if parsed is not None:
+        if not isinstance(parsed, dict):
+            problems.append("body is not a JSON object")
+        else:
+            if not jcs.is_canonical(body):
+                problems.append("body is not RFC 8785 canonical JSON")
+            if parsed.get("v") != 2:
+                problems.append(f"body v is {parsed.get('v')!r}, not 2")
+            if parsed.get("run_id") != record["run_id"]:
+                problems.append(f"body names run {parsed.get('run_id')!r}, the receipt run {record['run_id']}")
+    try:
+        message = receipt_message(seq=record["seq"], prev_hash=record["prev_hash"], hash=record["hash"],
+                                  key_id=record["key_id"], run_id=record["run_id"])
+    except (jcs.CanonicalizationError, UnicodeEncodeError):
+        problems.append("seq or run_id cannot be canonicalized, so no signature can cover them")
+        return problems
+    reason = verify_signature(keys, record["key_id"], message, record["signature"])
+    if reason:
+        problems.append(reason)
+    return problems
+
+
+_WORKER_KEYS: dict = {}
+
+
+def _worker_init(raw_keys: dict[str, bytes]) -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    _WORKER_KEYS.clear()
+    _WORKER_KEYS.update({kid: Ed25519PublicKey.from_public_bytes(raw) for kid, raw in raw_keys.items()})
+
+
+def _check_chunk(start: int, records: list) -> list[tuple[int, str]]:
+    return [(start + offset, reason) for offset, record in enumerate(records)
+            for reason in check_receipt(record, _WORKER_KEYS)]
+
+
+def _per_record(records: list, keys: dict, workers: int) -> list[tuple[int, str]]:
+    if workers <= 1 or len(records) < PARALLEL_THRESHOLD:
+        return [(index, reason) for index, record in enumerate(records) for reason in check_receipt(record, keys)]
+    chunks = [(start, records[start:start + _CHUNK]) for start in range(0, len(records), _CHUNK)]
+    raw_keys = {kid: raw_public_bytes(key) for kid, key in keys.items()}
+    found: list[tuple[int, str]] = []
+    # The parent takes a share of the chunks itself: with N cores, N - 1 helpers keep them all busy.
+    # Spawn, not fork: callers may be threaded (a web server), where fork can deadlock.
+    with ProcessPoolExecutor(max_workers=workers - 1, mp_context=get_context("spawn"),
+                             initializer=_worker_init, initargs=(raw_keys,)) as pool:
+        futures = [pool.submit(_check_chunk, start, chunk) for n, (start, chunk) in enumerate(chunks)
+                   if n % workers]
+        for n, (start, chunk) in enumerate(chunks):
+            if not n % workers:
+                found.extend((start + offset, reason) for offset, record in enumerate(chunk)
+                             for reason in check_receipt(record, keys))
+        for future in futures:
+            found.extend(future.result())
+    return found
+
+
+def verify_receipts(records, *, keys: dict, start_seq: int = 1, start_prev: str = GENESIS, workers: int = 1,
+                    file: str = "receipts.jsonl") -> ChainResult:
+    """Check a run of consecutive receipt records (dicts shaped as receipts.jsonl lines)."""
+    records = list(records)
+    found: dict[int, list[str]] = {}
+    for index, reason in _per_record(records, keys, workers):
+        found.setdefault(index, []).append(reason)
+    failures: list[Failure] = []
+    hashes: dict[int, str] = {}
+    expected_seq, expected_prev = start_seq, start_prev
+    for index, record in enumerate(records):
+        record = record if isinstance(record, dict) else {}
+        seq, prev, stored = record.get("seq"), record.get("prev_hash"), record.get("hash")
+        links = []
+        if _is_int(seq) and seq != expected_seq:
+            links.append(f"seq {seq} where {expected_seq} was expected: a receipt is missing, duplicated or out of order")
+        if prev != expected_prev:
+            links.append("prev_hash is not the bundle's start_prev_hash" if index == 0
+                         else f"prev_hash does not link to the hash of the receipt before it (seq {expected_seq - 1})")
+        failures.extend(Failure(file, label(record, index), reason) for reason in links + found.get(index, []))
+        if _is_int(seq):
+            expected_seq = seq
+            if _hex64(stored):
+                hashes.setdefault(seq, stored)
+        expected_seq += 1
+        expected_prev = stored
+    if records:
+        last = records[-1] if isinstance(records[-1], dict) else {}
+        head_seq, head_hash = expected_seq - 1, last.get("hash") if _hex64(last.get("hash")) else ""
+    else:
+        head_seq, head_hash = start_seq - 1, start_prev
+    return ChainResult(checked=len(records), head_seq=head_seq, head_hash=head_hash, failures=failures, hashes=hashes)
+
+
+def verify_trace(events, *, body: dict, file: str = "events.jsonl") -> list[Failure]:
+    """A run's events (events.jsonl lines, any order) against their hashes and the receipt's body.trace."""
+    run_id = body.get("run_id") if isinstance(body, dict) else None
+    trace = body.get("trace") if isinstance(body, dict) else None
+    where = f"run {run_id}"
+    failures: list[Failure] = []
+    ordered = sorted(events, key=lambda event: event.get("seq") if _is_int(event.get("seq")) else -1)
+    prev = GENESIS
+    for number, event in enumerate(ordered, start=1):
+        seq = event.get("seq")
+        if seq != number:
+            failures.append(Failure(file, f"{where} event {seq}", f"event seq {seq} where {number} was expected: "
+                                    "an event is missing, duplicated or renumbered"))
+        try:
+            computed = event_hash(prev=prev, seq=seq, step=event.get("step"), kind=event.get("kind"),
+                                  data=event.get("data"))
+        except (jcs.CanonicalizationError, UnicodeEncodeError, AttributeError) as exc:
+            computed = None
+            failures.append(Failure(file, f"{where} event {seq}", f"event cannot be canonicalized ({exc})"))
+        if computed is not None and computed != event.get("hash"):
+            failures.append(Failure(file, f"{where} event {seq}", "hash does not chain from the event before it: "
+                                    "the event was edited, blanked or the one before it removed"))
+        prev = event.get("hash") if _hex64(event.get("hash")) else (computed or prev)
+    if not isinstance(trace, dict):
+        failures.append(Failure(file, where, "the receipt's body has no trace to check the events against"))
+        return failures
+    head = _trace_head(ordered)
+    if trace.get("events") != len(ordered):
+        failures.append(Failure(file, where, f"{len(ordered)} events in the bundle, the receipt sealed {trace.get('events')!r}"))
+    if head != trace.get("head"):
+        failures.append(Failure(file, where, "the events do not hash to the trace head sealed in the receipt"))
+    return failures
+
+
+def _trace_head(ordered: list) -> str | None:
+    """The head recomputed from the events' content alone (stored hashes are not trusted)."""
+    head = GENESIS
+    for event in ordered:
+        try:
+            head = event_hash(prev=head, seq=event.get("seq"), step=event.get("step"), kind=event.get("kind"),
+                              data=event.get("data"))
+        except (jcs.CanonicalizationError, UnicodeEncodeError, AttributeError):
+            return None
+    return head
+
+
+def verify_checkpoints(checkpoints, *, keys: dict, hash_at, first_seq: int, last_seq: int, head_seq: int,
+                       complete: bool, file: str = "checkpoints.jsonl", made_at: str | None = None,
+                       labels=None) -> list[Failure]:
+    """Signed chain heads against the receipts' stored hashes.
+
+    hash_at maps seq -> stored receipt hash. With `complete` (the bundle claims to reach the chain's
+    head) a checkpoint past last_seq proves receipts were cut off, unless it is dated after the
+    bundle was made (`made_at`): a witness read later may rightly know of newer receipts.
+    """
+    failures: list[Failure] = []
+    for index, checkpoint in enumerate(checkpoints):
+        where = labels[index] if labels else f"line {index + 1}"
+        if not isinstance(checkpoint, dict):
+            failures.append(Failure(file, where, "not a JSON object"))
+            continue
+        seq, head = checkpoint.get("seq"), checkpoint.get("head")
+        if _is_int(seq):
+            where = f"checkpoint {seq}"
+        if checkpoint.get("v") != 1 or checkpoint.get("kind") != "warrant.checkpoint" or not _is_int(seq) \
+                or not _hex64(head):
+            failures.append(Failure(file, where, "not a v1 warrant.checkpoint with an integer seq and a hex head"))
+            continue
+        try:
+            message = checkpoint_message(checkpoint)
+        except (jcs.CanonicalizationError, UnicodeEncodeError) as exc:
+            failures.append(Failure(file, where, f"cannot be canonicalized ({exc})"))
+            continue
+        reason = verify_signature(keys, checkpoint.get("key_id"), message, checkpoint.get("signature"))
+        if reason:
+            failures.append(Failure(file, where, reason))
+        stored = hash_at.get(seq)
+        if first_seq <= seq <= last_seq or stored is not None:
+            if stored is None:
+                failures.append(Failure(file, where, f"no receipt seq {seq} in the bundle to match this checkpoint"))
+            elif stored != head:
+                failures.append(Failure(file, where, f"signed head for seq {seq} differs from receipt {seq}'s hash: "
+                                        "the chain was rewritten after this checkpoint"))
+        elif seq > last_seq and complete:
+            at = checkpoint.get("at")
+            if not (made_at and isinstance(at, str) and at > made_at):
+                failures.append(Failure(file, where, f"checkpoint at seq {seq} is past the bundle's last receipt "
+                                        f"(seq {last_seq}, head {head_seq}): the chain's tail was cut off"))
+    return failures
+
+
+def parse_jsonl(data: bytes, file: str) -> tuple[list[tuple[int, dict]], list[Failure]]:
+    """(line number, object) pairs and a failure per line that is not a JSON object."""
+    rows, failures = [], []
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
+        try:
+            value = json.loads(line)
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            failures.append(Failure(file, f"line {number}", f"not JSON ({str(exc)[:80]})"))
+            continue
+        if not isinstance(value, dict):
+            failures.append(Failure(file, f"line {number}", "not a JSON object"))
+            continue
+        rows.append((number, value))
+    return rows, failures
+
+
+def default_workers() -> int:
+    return max(1, min(os.cpu_count() or 1, 4))
