@@ -1,0 +1,340 @@
+"""The offline verifier (python -m warrant_verify) against intact and tampered bundles.
+
+Tampering with the ledger models an insider editing tables before an honest export (which then
+signs a manifest over the lie); tampering with written files models an edited bundle.
+"""
+
+import json
+import shutil
+import warnings
+import zipfile
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from tests.evidence.bundles import Ledger, jsonl, standard_ledger, write_bundle, write_witness
+from warrant_verify import chain
+from warrant_verify.__main__ import main
+from warrant_verify.archive import BUNDLE_FILES
+from warrant_verify.jcs import canonicalize
+from warrant_verify.messages import GENESIS, event_hash
+
+
+def verify(capsys, path, *args) -> tuple[int, list[str]]:
+    code = main([str(path), *map(str, args)])
+    return code, capsys.readouterr().out.splitlines()
+
+
+def pem(tmp_path, key: Ed25519PrivateKey, name="public.pem"):
+    path = tmp_path / name
+    path.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                   serialization.PublicFormat.SubjectPublicKeyInfo))
+    return path
+
+
+@pytest.fixture
+def ledger():
+    return standard_ledger()
+
+
+def test_an_intact_bundle_passes_as_a_directory_and_as_a_zip(tmp_path, capsys, ledger):
+    code, out = verify(capsys, write_bundle(ledger, tmp_path / "bundle"))
+    assert code == 0 and len(out) == 1
+    assert out[0].startswith("intact: bundle: 4 receipts (seq 1-4), 4 runs") and "keys.json inside the bundle" in out[0]
+    code, out = verify(capsys, write_bundle(ledger, tmp_path / "bundle.zip", as_zip=True),
+                       "--public-key", pem(tmp_path, ledger.key), "--witness", write_witness(ledger, tmp_path / "w"))
+    assert code == 0, out
+    assert "trusted from --public-key" in out[0] and "4 checkpoints in w" in out[0]
+
+
+@pytest.mark.parametrize("name", BUNDLE_FILES)
+def test_one_byte_changed_in_any_file_fails_naming_that_file(tmp_path, capsys, ledger, name):
+    bundle = write_bundle(ledger, tmp_path / "bundle")
+    data = bytearray((bundle / name).read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (bundle / name).write_bytes(bytes(data))
+    code, out = verify(capsys, bundle)
+    assert code == 1
+    assert any(line.startswith(f"{name}: ") for line in out), out
+
+
+def test_a_receipt_edited_and_rehashed_fails_its_signature(tmp_path, capsys, ledger):
+    record = ledger.receipts[1]
+    body = json.loads(record["body"])
+    body["approvals"][0]["decided_by"] = "mallory"
+    record["body"] = canonicalize(body).decode()
+    ledger.rechain(1)
+    code, out = verify(capsys, write_bundle(ledger, tmp_path / "bundle"))
+    assert code == 1
+    assert "receipts.jsonl: seq 2: signature does not verify with key " + ledger.receipts[1]["key_id"] in out
+    # every later receipt's prev_hash moved, so their signatures fail too; the chain links do not
+    assert sum("signature does not verify" in line for line in out) == 3
+    assert not any("prev_hash" in line or "hash is not" in line for line in out)
+
+
+def test_a_middle_receipt_deleted_and_the_rest_renumbered_fails(tmp_path, capsys, ledger):
+    gone = ledger.receipts.pop(1)
+    ledger.checkpoints = [c for c in ledger.checkpoints if c["seq"] < 2]
+    ledger.rechain(1)
+    code, out = verify(capsys, write_bundle(ledger, tmp_path / "bundle"), "--witness",
+                       write_witness(ledger, tmp_path / "witness.jsonl"))
+    assert code == 1
+    assert "receipts.jsonl: seq 2: signature does not verify with key " + gone["key_id"] in out
+    assert f"runs.jsonl: run {gone['run_id']}: a terminal run with no receipt in the bundle" in out
+    assert any(line.startswith("witness.jsonl: checkpoint 2: signed head for seq 2 differs") for line in out)
+    assert any(line.startswith("witness.jsonl: checkpoint 4: checkpoint at seq 4 is past") for line in out)
+
+
+def _drop_last_run(ledger: Ledger) -> None:
+    """The insider's thorough truncation: the last receipt and every row that would miss it."""
+    run_id = ledger.receipts.pop()["run_id"]
+    ledger.checkpoints.pop()
+    ledger.runs = [run for run in ledger.runs if run["id"] != run_id]
+    ledger.events = [event for event in ledger.events if event["run_id"] != run_id]
+    ledger.approvals = [row for row in ledger.approvals if row["run_id"] != run_id]
+
+
+def test_a_truncated_tail_is_caught_by_the_witness_only(tmp_path, capsys, ledger):
+    _drop_last_run(ledger)
+    bundle = write_bundle(ledger, tmp_path / "bundle")
+    assert verify(capsys, bundle)[0] == 0  # the database alone cannot tell: why the witness exists
+    code, out = verify(capsys, bundle, "--witness", write_witness(ledger, tmp_path / "witness.jsonl"))
+    assert code == 1
+    assert out == ["witness.jsonl: checkpoint 4: checkpoint at seq 4 is past the bundle's last receipt "
+                   "(seq 3, head 3): the chain's tail was cut off"]
+
+
+def test_a_witness_checkpoint_newer_than_a_bounded_bundle_is_not_a_truncation(tmp_path, capsys, ledger):
+    bundle = write_bundle(ledger, tmp_path / "bundle", period_to="2026-11-30T10:00:00Z")
+    ledger.run()  # sealed after the export: the witness read later knows it
+    code, out = verify(capsys, bundle, "--witness", write_witness(ledger, tmp_path / "witness.jsonl"))
+    assert code == 0, out
+
+
+def test_a_chain_rewritten_from_the_first_receipt_with_the_key_is_caught_by_the_witness(tmp_path, capsys, ledger):
+    witness = write_witness(ledger, tmp_path / "witness.jsonl")
+    # A key holder rewrites history: new bodies, re-signed, the database's checkpoints replaced.
+    bodies = [json.loads(record["body"]) for record in ledger.receipts]
+    bodies[0]["output_sha256"] = "0" * 64
+    ledger.receipts, ledger.checkpoints = [], []
+    for body in bodies:
+        ledger.seal(body)
+    ledger.runs[0]["output_sha256"] = "0" * 64
+    bundle = write_bundle(ledger, tmp_path / "bundle")
+    assert verify(capsys, bundle)[0] == 0
+    code, out = verify(capsys, bundle, "--witness", witness)
+    assert code == 1
+    assert [line.split(":")[1].strip() for line in out] == [f"checkpoint {n}" for n in range(1, 5)]
+
+
+def test_a_forged_receipt_for_a_run_that_had_none_fails(tmp_path, capsys, ledger):
+    run_id = ledger.run(seal=False)
+    ledger.runs[-1]["has_receipt"] = True
+    body = ledger.body(run_id, status="succeeded", approvals=[], events=4,
+                       head=[e for e in ledger.events if e["run_id"] == run_id][-1]["hash"])
+    ledger.seal(body, key=Ed25519PrivateKey.generate())
+    code, out = verify(capsys, write_bundle(ledger, tmp_path / "bundle"))
+    assert code == 1
+    assert any(line.startswith("receipts.jsonl: seq 5: signed by unknown key") for line in out), out
+
+
+def test_a_second_receipt_for_a_run_fails(tmp_path, capsys, ledger):
+    ledger.seal(json.loads(ledger.receipts[0]["body"]))
+    code, out = verify(capsys, write_bundle(ledger, tmp_path / "bundle"))
+    assert code == 1
+    assert out == [f"receipts.jsonl: seq 5: second receipt for run {ledger.receipts[0]['run_id']} "
+                   "(first at seq 1): a run has exactly one"]
+
+
+def test_an_event_deleted_fails_the_trace(tmp_path, capsys, ledger):
+    run_id = ledger.receipts[2]["run_id"]
+    ledger.events.remove([e for e in ledger.events if e["run_id"] == run_id][1])
+    code, out = verify(capsys, write_bundle(ledger, tmp_path / "bundle"))
+    assert code == 1
+    assert f"events.jsonl: run {run_id}: 3 events in the bundle, the receipt sealed 4" in out
+    assert f"events.jsonl: run {run_id}: the events do not hash to the trace head sealed in the receipt" in out
+
+
+def test_an_event_blanked_and_its_chain_recomputed_fails_the_trace_head(tmp_path, capsys, ledger):
+    run_id = ledger.receipts[0]["run_id"]
+    events = [e for e in ledger.events if e["run_id"] == run_id]
+    events[1]["data"] = {}
+    prev = GENESIS
+    for event in events:
+        event["hash"] = prev = event_hash(prev=prev, seq=event["seq"], step=event["step"], kind=event["kind"],
+                                          data=event["data"])
+    code, out = verify(capsys, write_bundle(ledger, tmp_path / "bundle"))
+    assert code == 1
+    assert out == [f"events.jsonl: run {run_id}: the events do not hash to the trace head sealed in the receipt"]
+
+
+def test_decided_by_changed_in_approvals_fails(tmp_path, capsys, ledger):
+    row = ledger.approvals[2]
+    row["decided_by"] = "mallory"
+    code, out = verify(capsys, write_bundle(ledger, tmp_path / "bundle"))
+    assert code == 1
+    assert out == [f"approvals.jsonl: approval {row['id']}: decided_by differ from what run {row['run_id']}'s "
+                   "receipt sealed"]
+
+
+def test_a_run_edited_or_without_a_receipt_fails(tmp_path, capsys, ledger):
+    unsealed = ledger.run(seal=False)
+    ledger.runs[0]["status"] = "failed"
+    code, out = verify(capsys, write_bundle(ledger, tmp_path / "bundle"))
+    assert code == 1
+    assert out == [f"runs.jsonl: run {ledger.runs[0]['id']}: status differ from what its receipt sealed",
+                   f"runs.jsonl: run {unsealed}: a terminal run with no receipt in the bundle"]
+
+
+def test_rotated_keys_still_verify_old_receipts(tmp_path, capsys):
+    ledger = standard_ledger(2)
+    old = ledger.key
+    new = ledger.rotate()
+    ledger.run()
+    document = ledger.key_document()
+    assert [entry["status"] for entry in document["keys"]] == ["retired", "active"]
+    bundle = write_bundle(ledger, tmp_path / "bundle")
+    # The trusted (new) key signs the manifest, which pins keys.json, which holds the retired key.
+    code, out = verify(capsys, bundle, "--public-key", pem(tmp_path, new))
+    assert code == 0, out
+    # The published key set itself works as --public-key too.
+    (tmp_path / "keys.json").write_text(json.dumps(document))
+    assert verify(capsys, bundle, "--public-key", tmp_path / "keys.json")[0] == 0
+    # Without the retired key the old receipts are unverifiable: rotation really needs keys.json.
+    files = json.loads((bundle / "keys.json").read_text())
+    assert {entry["key_id"] for entry in files["keys"]} == {chain_key(old), chain_key(new)}
+
+
+def chain_key(private_key):
+    from warrant_verify.keys import key_id
+
+    return key_id(private_key.public_key())
+
+
+def test_a_different_public_key_fails_the_manifest(tmp_path, capsys, ledger):
+    code, out = verify(capsys, write_bundle(ledger, tmp_path / "bundle"), "--public-key",
+                       pem(tmp_path, Ed25519PrivateKey.generate()))
+    assert code == 1
+    assert out == [f"manifest.json: signature: signed by unknown key '{chain_key(ledger.key)}'"]
+
+
+def test_a_bundle_resigned_by_an_impostor_passes_only_without_the_real_key(tmp_path, capsys, ledger):
+    impostor = Ed25519PrivateKey.generate()
+    forged = Ledger(impostor)
+    for body in [json.loads(record["body"]) for record in ledger.receipts]:
+        forged.seal(body)
+    forged.events, forged.approvals, forged.runs = ledger.events, ledger.approvals, ledger.runs
+    bundle = write_bundle(forged, tmp_path / "bundle")
+    assert verify(capsys, bundle)[0] == 0  # self-consistent, so only an out-of-band key tells
+    code, out = verify(capsys, bundle, "--public-key", pem(tmp_path, ledger.key))
+    assert code == 1 and out[0] == f"manifest.json: signature: signed by unknown key '{chain_key(impostor)}'"
+
+
+def test_bad_json_lines_are_failures_not_tracebacks(tmp_path, capsys, ledger):
+    bundle = write_bundle(ledger, tmp_path / "bundle")
+    with open(bundle / "receipts.jsonl", "ab") as stream:
+        stream.write(b'{"seq": 5, "truncated\n[1, 2]\n\xff\xfe\n')
+    with open(bundle / "witness.jsonl", "wb") as stream:
+        stream.write(b"not json\n")
+    shutil.move(bundle / "witness.jsonl", tmp_path / "witness.jsonl")
+    code, out = verify(capsys, bundle, "--witness", tmp_path / "witness.jsonl")
+    assert code == 1
+    assert "receipts.jsonl: line 6: not a JSON object" in out
+    assert any(line.startswith("receipts.jsonl: line 5: not JSON") for line in out)
+    assert any(line.startswith("receipts.jsonl: line 7: not JSON") for line in out)
+    assert any(line.startswith("witness.jsonl: line 1: not JSON") for line in out)
+
+
+def test_a_missing_or_extra_file_fails(tmp_path, capsys, ledger):
+    bundle = write_bundle(ledger, tmp_path / "bundle")
+    (bundle / "policies.jsonl").unlink()
+    (bundle / "notes.txt").write_text("hello")
+    code, out = verify(capsys, bundle)
+    assert code == 1
+    assert "policies.jsonl: file: missing from the bundle" in out
+    assert "notes.txt: file: not a file of the evidence format (extra file)" in out
+
+
+@pytest.mark.parametrize("entry", ["../evil.txt", "/etc/passwd", "sub/manifest.json", "..\\evil.txt", "manifest.json"])
+def test_unsafe_zips_are_refused_without_extracting(tmp_path, capsys, ledger, entry):
+    path = write_bundle(ledger, tmp_path / "bundle.zip", as_zip=True)
+    with zipfile.ZipFile(path, "a") as archive, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns about the duplicate, which is the point
+        archive.writestr(entry, b"x")  # "manifest.json" again: a duplicate entry
+    code, out = verify(capsys, path)
+    assert code == 1 and len(out) == 1 and out[0].startswith("bundle.zip: bundle: entry ")
+    assert not (tmp_path / "evil.txt").exists() and not (tmp_path.parent / "evil.txt").exists()
+
+
+def test_a_zip_declaring_absurd_sizes_is_refused(tmp_path, capsys, ledger, monkeypatch):
+    from warrant_verify import archive
+
+    path = write_bundle(ledger, tmp_path / "bundle.zip", as_zip=True)
+    monkeypatch.setattr(archive, "MAX_FILE_BYTES", 1000)  # the real limit is GiBs; the rule is what is tested
+    code, out = verify(capsys, path)
+    assert code == 1 and "past the size limit" in out[0]
+
+
+def test_a_zip_that_inflates_past_its_declared_size_is_refused(tmp_path, capsys):
+    path = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("receipts.jsonl", b"\n" * 200_000)
+    data = bytearray(path.read_bytes())
+    # Lower the declared size in both headers, as a zip bomb would, keeping the deflated stream.
+    central = data.rfind(b"PK\x01\x02")
+    data[central + 24:central + 28] = (10).to_bytes(4, "little")
+    data[22:26] = (10).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    code, out = verify(capsys, path)
+    assert code == 1 and len(out) == 1 and out[0].startswith("bomb.zip: bundle: entry 'receipts.jsonl'")
+
+
+def test_every_failure_is_listed_and_the_walk_resyncs_after_a_gap(ledger):
+    keys = {chain_key(ledger.key): ledger.key.public_key()}
+    records = [dict(record) for record in ledger.receipts]
+    del records[1]
+    records[2]["body"] = records[2]["body"].replace("operator", "0perator")
+    result = chain.verify_receipts(records, keys=keys)
+    assert [str(failure) for failure in result.failures] == [
+        "receipts.jsonl: seq 3: seq 3 where 2 was expected: a receipt is missing, duplicated or out of order",
+        "receipts.jsonl: seq 3: prev_hash does not link to the hash of the receipt before it (seq 1)",
+        # the signature covers the stored hash, which was left alone: only the hash check fails
+        "receipts.jsonl: seq 4: hash is not sha256(prev_hash + body): the body or a hash was edited",
+    ]
+    assert (result.checked, result.head_seq, result.head_hash) == (3, 4, ledger.receipts[3]["hash"])
+
+
+def test_two_workers_find_what_one_finds(ledger, monkeypatch):
+    for _ in range(36):
+        ledger.run(approvals=0, events=1)
+    keys = {chain_key(ledger.key): ledger.key.public_key()}
+    records = [dict(record) for record in ledger.receipts]
+    for index in (3, 17, 38):
+        records[index]["signature"] = records[0]["signature"]
+    records[25]["key_id"] = "0" * 16
+    monkeypatch.setattr(chain, "PARALLEL_THRESHOLD", 10)
+    monkeypatch.setattr(chain, "_CHUNK", 7)
+    one = chain.verify_receipts(records, keys=keys, workers=1)
+    two = chain.verify_receipts(records, keys=keys, workers=2)
+    assert len(one.failures) == 4
+    assert sorted(map(str, two.failures)) == sorted(map(str, one.failures))
+    assert (two.head_seq, two.head_hash, two.checked) == (one.head_seq, one.head_hash, 40)
+
+
+def test_a_non_canonical_body_fails_even_when_hashed_and_signed(tmp_path, capsys, ledger):
+    from tests.evidence.bundles import sign
+    from warrant_verify.messages import receipt_hash, receipt_message
+
+    record = ledger.receipts[-1]
+    record["body"] = json.dumps(json.loads(record["body"]))  # spaces and code-point order
+    record["hash"] = receipt_hash(record["prev_hash"], record["body"])
+    record["signature"] = sign(ledger.key, receipt_message(seq=4, prev_hash=record["prev_hash"], hash=record["hash"],
+                                                           key_id=record["key_id"], run_id=record["run_id"]))
+    ledger.witness = ledger.checkpoints = ledger.checkpoints[:-1]
+    code, out = verify(capsys, write_bundle(ledger, tmp_path / "bundle"))
+    assert out == ["receipts.jsonl: seq 4: body is not RFC 8785 canonical JSON"] and code == 1
+
+
+def test_jsonl_helper_round_trips():
+    assert jsonl([{"a": 1}]) == b'{"a": 1}\n'
