@@ -338,3 +338,40 @@ def test_a_non_canonical_body_fails_even_when_hashed_and_signed(tmp_path, capsys
 
 def test_jsonl_helper_round_trips():
     assert jsonl([{"a": 1}]) == b'{"a": 1}\n'
+
+
+def test_the_verifier_runs_in_a_fresh_venv_with_only_cryptography(tmp_path, ledger):
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    pin = re.search(r"^cryptography==\S+", (root / "requirements.txt").read_text(), re.MULTILINE).group(0)
+    venv = tmp_path / "venv"
+    # Without pip inside (bootstrapping it is most of the time); our pip installs into it instead.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                    "--disable-pip-version-check", pin], check=True, timeout=240)
+    # Only the verifier's own directory, next to nothing of Warrant's: any other import would fail.
+    shutil.copytree(root / "warrant_verify", tmp_path / "auditor" / "warrant_verify")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    bundle = write_bundle(ledger, tmp_path / "bundle.zip", as_zip=True)
+    witness = write_witness(ledger, tmp_path / "witness.jsonl")
+
+    def run(*args):
+        return subprocess.run([str(python), "-m", "warrant_verify", *map(str, args)], cwd=tmp_path / "auditor",
+                              env=env, capture_output=True, text=True, timeout=120)
+
+    isolated = subprocess.run([str(python), "-c", "import django"], cwd=tmp_path / "auditor", env=env,
+                              capture_output=True)
+    assert isolated.returncode != 0  # Django is not there, so nothing can lean on it
+    intact = run(bundle, "--witness", witness)
+    assert intact.returncode == 0, intact.stdout + intact.stderr
+    assert intact.stdout.startswith("intact: bundle.zip: 4 receipts")
+    ledger.approvals[0]["decided_by"] = "mallory"
+    tampered = run(write_bundle(ledger, tmp_path / "tampered", as_zip=False), "--witness", witness)
+    assert tampered.returncode == 1
+    assert tampered.stdout.startswith(f"approvals.jsonl: approval {ledger.approvals[0]['id']}: decided_by differ")
+    assert "Traceback" not in tampered.stderr
