@@ -109,6 +109,9 @@ class RunEvent(AppendOnlyModel):
     step = models.PositiveIntegerField(default=0)
     kind = models.CharField(max_length=32)
     data = models.JSONField(default=dict)
+    # sha256(previous event's hash + JCS({seq, step, kind, data})): the run's trace is a chain
+    # whose head the receipt signs, so an event edited, blanked or removed later is detected.
+    hash = models.CharField(max_length=64, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -188,18 +191,19 @@ class SideEffect(models.Model):
 
 
 class Receipt(AppendOnlyModel):
-    """The sealed record of one finished run, chained to the one before it."""
+    """The sealed record of one finished run, chained to the one before it and signed.
+
+    The signature (Ed25519, by a key that never lives in the database) covers the receipt's place
+    in the chain and its hash, which covers the body: see EVIDENCE-FORMAT in SECURITY.md."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run = models.OneToOneField(Run, on_delete=models.PROTECT, related_name="receipt")
     seq = models.PositiveIntegerField(unique=True)
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64, unique=True)
-    body = models.TextField(help_text="Canonical JSON, byte for byte what the hash covers.")
-    seal = models.CharField(
-        max_length=64, blank=True, default="",
-        help_text="The sealer's keyed mark of (hash, run): the body was canonical and named this run when sealed.",
-    )
+    body = models.TextField(help_text="Canonical JSON (RFC 8785), byte for byte what the hash covers.")
+    key_id = models.CharField(max_length=16, default="", help_text="The signing key's id (see receipts/keys/).")
+    signature = models.CharField(max_length=88, default="", help_text="Ed25519, base64.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -209,20 +213,43 @@ class Receipt(AppendOnlyModel):
         return f"receipt #{self.seq} for run {self.run_id}"
 
 
-class ReceiptCheckpoint(models.Model):
-    """The newest receipt a full verification from #1 found intact, so a page can check only the rest.
+class ReceiptCheckpoint(AppendOnlyModel):
+    """A signed statement of the chain's head at a moment: the witness's entry, kept here too.
 
-    Written only by a successful verification from the genesis; the explicit verifications never read it."""
+    The same document goes to the witness sinks (runs.witness), outside the database, so a
+    rewritten or truncated chain disagrees with a checkpoint its rewriter cannot delete or forge."""
 
     seq = models.PositiveIntegerField(unique=True)
-    hash = models.CharField(max_length=64)
+    head = models.CharField(max_length=64, help_text="The hash of receipt #seq.")
+    at = models.DateTimeField()
+    key_id = models.CharField(max_length=16)
+    signature = models.CharField(max_length=88)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-seq"]
 
     def __str__(self) -> str:
-        return f"chain verified up to #{self.seq}"
+        return f"checkpoint of the chain at #{self.seq}"
+
+    def document(self) -> dict:
+        from runs.witness import checkpoint_document
+
+        return checkpoint_document(seq=self.seq, head=self.head, at=self.at, key_id=self.key_id,
+                                   signature=self.signature)
+
+
+class WitnessSink(models.Model):
+    """How far each witness sink has been given the chain, and its last failure: what /readyz reports."""
+
+    name = models.CharField(max_length=16, unique=True)
+    delivered_seq = models.PositiveIntegerField(default=0)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True, help_text="Set while the last attempt failed.")
+    error = models.CharField(max_length=300, blank=True)
+
+    def __str__(self) -> str:
+        return f"witness {self.name} at #{self.delivered_seq}"
 
 
 class IdempotencyRecord(models.Model):

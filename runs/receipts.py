@@ -1,41 +1,31 @@
-"""Receipts: the one writer of the hash chain, and its verifier.
+"""Receipts: the one writer of the signed hash chain (evidence format v2, SECURITY.md).
 
-hash = sha256(prev_hash + body), body = canonical JSON, seq gap-free from 1. Sealing happens in
-the same transaction that moves the run to its terminal status.
-
-What verification proves, and what each check costs (see receipt_verify_chain):
-- seq, prev_hash and hash are recomputed for every receipt, from #1: an edited body, hash or
-  prev_hash, a missing, duplicated or reordered receipt all break them.
-- The body's own checks (canonical JSON, names the receipt's run) need a JSON round trip, about
-  ten times the SHA-256 of the body. The sealer runs them once, on the bytes it writes, and marks
-  the receipt with `seal` = keyed BLAKE2b(hash, run id) under a key derived from SECRET_KEY. A
-  verifier that finds the mark recomputed from the row's own hash and run id knows that those
-  exact bytes (the hash matches them: SHA-256 collision resistance) passed those checks for this
-  run (only the key's holder can make the mark); no other bytes and no other run can carry it.
-  Any receipt without a matching mark (sealed before marks existed, under another key, written or
-  rewritten by anything but the sealer, or moved to another run) gets the full checks, as before.
+hash = sha256(prev_hash + body), body = RFC 8785 canonical JSON, seq gap-free from 1; the
+signature (Ed25519, runs.signing) covers seq, prev_hash, hash, key id and run id. Sealing happens
+in the same transaction that moves the run to its terminal status; the witness is given the new
+head after that transaction commits, and never holds the run up. Verification: runs.verification.
 """
 
 import hashlib
-import json
-import operator
-import uuid
-from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import lru_cache
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from governance.rows import insert_row
-from runs.models import ApprovalRequest, Receipt, ReceiptCheckpoint, Run
+from runs import signing, witness
+from runs.models import ApprovalRequest, Receipt, Run
+from runs.trace import trace_head_of
+from warrant_verify.jcs import canonicalize
+from warrant_verify.messages import GENESIS, receipt_hash, receipt_message
 
-GENESIS = "0" * 64
 _CHAIN_LOCK = 0x57415252  # "WARR": the advisory lock that serialises appends on PostgreSQL
+FORMAT = 2
 
 
 def canonical(value) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    """The RFC 8785 text of a JSON value."""
+    return canonicalize(value).decode("utf-8")
 
 
 def sha256(text: str) -> str:
@@ -43,11 +33,33 @@ def sha256(text: str) -> str:
 
 
 def chain_hash(prev_hash: str, body: str) -> str:
-    return sha256(prev_hash + body)
+    return receipt_hash(prev_hash, body)
 
 
 def _iso(value) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+_APPROVAL_COLUMNS = ("id", "tool", "arguments_sha256", "approver_role__name", "status", "decided_by", "decided_via",
+                     "decided_at", "reason")
+
+
+def approvals_of(run_id) -> list[dict]:
+    """The run's approval requests as the receipt binds them: who decided, how they logged in, why."""
+    return approvals_by_run([run_id]).get(str(run_id), [])
+
+
+def approvals_by_run(run_ids) -> dict[str, list[dict]]:
+    """approvals_of for many runs in one query (verification reads them a chunk at a time)."""
+    columns = tuple(f"decided_by__{get_user_model().USERNAME_FIELD}" if c == "decided_by" else c
+                    for c in _APPROVAL_COLUMNS)
+    found: dict[str, list[dict]] = {}
+    rows = ApprovalRequest.objects.filter(run_id__in=run_ids).order_by("created_at", "id").values_list("run_id", *columns)
+    for run_id, id_, tool, digest, role, status, decided_by, via, decided_at, reason in rows:
+        found.setdefault(str(run_id), []).append(
+            {"id": str(id_), "tool": tool, "arguments_sha256": digest, "approver_role": role, "decision": status,
+             "decided_by": decided_by, "decided_via": via, "decided_at": _iso(decided_at), "reason": reason})
+    return found
 
 
 def receipt_body(run: Run) -> dict:
@@ -59,17 +71,10 @@ def receipt_body(run: Run) -> dict:
             seen.add(key)
             fired.append({"id": decision["policy_id"], "version": decision["version"], "type": decision["type"]})
     skills = {s["name"]: s for s in snapshot.get("skills", [])}
-    # Only a run that parked has approval requests (runs from before `parks` was counted are asked).
-    columns = ("id", "tool", "arguments_sha256", "approver_role__name", "status",
-               f"decided_by__{get_user_model().USERNAME_FIELD}", "decided_at")
-    approvals = [
-        {"id": str(id_), "tool": tool, "arguments_sha256": digest, "approver_role": role, "decision": status,
-         "decided_by": decided_by, "decided_at": _iso(decided_at)}
-        for id_, tool, digest, role, status, decided_by, decided_at
-        in ApprovalRequest.objects.filter(run=run).order_by("created_at", "id").values_list(*columns)
-    ] if state.get("parks", 1) else []
+    events, head = trace_head_of(run)
     wall_ms = int((run.finished_at - run.started_at).total_seconds() * 1000) if run.started_at and run.finished_at else 0
     return {
+        "v": FORMAT,
         "run_id": str(run.id),
         "agent": {
             "slug": snapshot["agent"]["slug"],
@@ -93,7 +98,8 @@ def receipt_body(run: Run) -> dict:
         "tool_calls": [
             {k: c[k] for k in ("name", "ok", "code", "duration_ms", "approval_id")} for c in state.get("tool_log", [])
         ],
-        "approvals": approvals,
+        "approvals": approvals_of(run.id),
+        "trace": {"events": events, "head": head},
         "totals": {
             "llm_calls": run.llm_calls,
             "tool_calls": run.tool_calls,
@@ -126,48 +132,25 @@ def _lock_chain() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CHAIN_LOCK])
 
 
-def _seal_key() -> bytes:
-    return hashlib.sha256(b"warrant receipt seal\x00" + settings.SECRET_KEY.encode()).digest()
-
-
-def _mark(key: bytes, hash_: str, run_hex: str) -> str:
-    return hashlib.blake2b((hash_ + run_hex).encode(), key=key, digest_size=32).hexdigest()
-
-
-def _body_reason(body: str, run_id: str) -> str:
-    """The checks the hash cannot make: the body is canonical JSON and names this run ("" if so)."""
-    try:
-        value = json.loads(body)
-    except ValueError:
-        return "body is not JSON"
-    if canonical(value) != body:
-        return "body is not in canonical form"
-    if not isinstance(value, dict) or value.get("run_id") != run_id:
-        return "body names another run"
-    return ""
-
-
-def receipt_seal_mark(*, hash_: str, run_id: uuid.UUID, body: str) -> str:
-    """The mark the sealer gives a receipt: only if the body passes its checks ("" otherwise)."""
-    if _body_reason(body, str(run_id)):
-        return ""
-    return _mark(_seal_key(), hash_, run_id.hex)
-
-
 def receipt_seal(*, run: Run) -> Receipt:
-    """Append the receipt of a terminal run to the chain. Call inside the terminal transaction."""
+    """Append the signed receipt of a terminal run to the chain. Call inside the terminal transaction."""
     assert transaction.get_connection().in_atomic_block, "receipts are sealed inside the run's final transaction"
     # Sealed once: only the move to a terminal status calls this, and a run leaves no terminal
     # status. A second seal would break the one-to-one column and roll the transaction back.
+    body = canonical(receipt_body(run))
+    key_id, _key = signing.signing_key()
     _lock_chain()
     with connection.cursor() as cursor:
         cursor.execute(_head_sql())
         last_seq, prev_hash = cursor.fetchone() or (0, GENESIS)
-    body = canonical(receipt_body(run))
-    hash_ = chain_hash(prev_hash, body)
-    receipt = Receipt(run=run, seq=last_seq + 1, prev_hash=prev_hash, hash=hash_, body=body,
-                      seal=receipt_seal_mark(hash_=hash_, run_id=run.id, body=body))
+    seq, hash_ = last_seq + 1, receipt_hash(prev_hash, body)
+    signature = signing.sign(receipt_message(seq=seq, prev_hash=prev_hash, hash=hash_, key_id=key_id,
+                                             run_id=str(run.id)))
+    receipt = Receipt(run=run, seq=seq, prev_hash=prev_hash, hash=hash_, body=body, key_id=key_id,
+                      signature=signature)
     insert_row(receipt)  # an INSERT, never an update: receipts are append-only
+    # After commit, outside the run's transaction: a witness that is down never holds a run up.
+    transaction.on_commit(witness.after_seal, robust=True)
     return receipt
 
 
@@ -179,140 +162,15 @@ def _head_sql() -> str:
     return f"SELECT {seq}, {hash_} FROM {qn(opts.db_table)} ORDER BY {seq} DESC LIMIT 1"
 
 
-@dataclass(frozen=True)
-class Verification:
-    valid: bool
-    checked: int
-    receipt: str | None = None
-    seq: int | None = None
-    reason: str = ""
-    since: int | None = None  # set when only the receipts after this checkpoint were checked
+def chain_head() -> tuple[int, str]:
+    """(seq, hash) of the newest receipt; (0, GENESIS) for an empty chain."""
+    with connection.cursor() as cursor:
+        cursor.execute(_head_sql())
+        return cursor.fetchone() or (0, GENESIS)
 
 
-_CHUNK = 2000
+# Verification lives in runs.verification; these names stay importable from here.
+from runs.verification import Verification, receipt_verify, receipt_verify_chain  # noqa: E402
 
-
-def _uuid_text(value) -> str:
-    try:
-        return str(value if isinstance(value, uuid.UUID) else uuid.UUID(value))
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def _run_hex(run) -> str:
-    return run if type(run) is str else run.hex  # SQLite keeps 32 hex digits, PostgreSQL hands out a UUID
-
-
-_sha256_hex = type(hashlib.sha256()).hexdigest
-_blake2b_hex = hashlib.blake2b.hexdigest
-
-
-def _chunk_intact(rows: list, expected_prev: str, expected_seq: int, key: bytes) -> bool:
-    """The receipt-by-receipt checks of _verify for a whole chunk at once, looped in C (map, tuple
-    comparison) rather than in Python: True only if every receipt in it passes with its mark."""
-    seqs, prevs, hashes, data, runs, seals = zip(*rows)
-    if seqs != tuple(range(expected_seq, expected_seq + len(rows))):
-        return False
-    if prevs[0] != expected_prev or prevs[1:] != hashes[:-1]:
-        return False
-    if type(data[0]) is str:
-        data = map(str.encode, data)
-    if tuple(map(_sha256_hex, map(hashlib.sha256, data))) != hashes:
-        return False
-    if type(runs[0]) is not str:
-        runs = map(operator.attrgetter("hex"), runs)
-    marked = map(partial(hashlib.blake2b, key=key, digest_size=32), map(str.encode, map(operator.add, hashes, runs)))
-    return tuple(map(_blake2b_hex, marked)) == seals
-
-
-def _receipt_id(seq: int) -> str | None:
-    found = Receipt.objects.filter(seq=seq).values_list("id", flat=True).first()
-    return str(found) if found else None
-
-
-def _verify(*, expected_prev: str, expected_seq: int, upto_seq: int | None,
-            since: int | None = None) -> tuple[Verification, str]:
-    """Walk the chain from expected_seq on, with raw rows read in chunks; name the first receipt that fails.
-
-    Also returns the hash of the last receipt found intact."""
-    meta, quote = Receipt._meta, connection.ops.quote_name
-    seq_c, prev_c, hash_c, body_c, run_c, seal_c = (
-        quote(meta.get_field(name).column) for name in ("seq", "prev_hash", "hash", "body", "run", "seal"))
-    # The bytes the hash covers, as bytes straight from the database: no str built and encoded again.
-    data = {"sqlite": f"CAST({prev_c} || {body_c} AS BLOB)",
-            "postgresql": f"convert_to({prev_c} || {body_c}, 'UTF8')"}.get(connection.vendor, f"{prev_c} || {body_c}")
-    sql = f"SELECT {seq_c}, {prev_c}, {hash_c}, {data}, {run_c}, {seal_c} FROM {quote(meta.db_table)} WHERE {seq_c} >= %s"
-    params = [expected_seq]
-    if upto_seq is not None:
-        sql += f" AND {seq_c} <= %s"
-        params.append(upto_seq)
-    sql += f" ORDER BY {seq_c}"
-    key, sha256_, blake2b = _seal_key(), hashlib.sha256, hashlib.blake2b
-    checked, reason, seq = 0, "", None
-    # A server-side cursor on PostgreSQL, so 100,000 bodies are never all in memory at once.
-    with connection.chunked_cursor() as cursor:
-        cursor.execute(sql, params)
-        while not reason and (rows := cursor.fetchmany(_CHUNK)):
-            if _chunk_intact(rows, expected_prev, expected_seq, key):
-                checked += len(rows)
-                expected_prev, expected_seq = rows[-1][2], rows[-1][0] + 1
-                continue
-            # Something in this chunk needs a closer look (or has no mark): receipt by receipt.
-            for seq, prev_hash, hash_, data, run, seal in rows:
-                if type(data) is str:
-                    data = data.encode()
-                if seq != expected_seq:
-                    reason = f"sequence gap: expected #{expected_seq}, found #{seq}"
-                elif prev_hash != expected_prev:
-                    reason = "prev_hash does not match the previous receipt's hash"
-                elif sha256_(data).hexdigest() != hash_:
-                    reason = "hash does not match the body: the body was altered"
-                elif not seal or seal != blake2b((hash_ + _run_hex(run)).encode(), key=key, digest_size=32).hexdigest():
-                    # prev_hash matched a 64-digit hash, so the body starts at byte 64
-                    reason = _body_reason(bytes(data[64:]).decode(), _uuid_text(run))
-                if reason:
-                    break
-                checked += 1
-                expected_prev, expected_seq = hash_, seq + 1
-    if reason:
-        return Verification(False, checked, _receipt_id(seq), seq, reason, since), expected_prev
-    return Verification(True, checked, since=since), expected_prev
-
-
-def receipt_verify_chain(*, upto_seq: int | None = None) -> Verification:
-    """Recompute the chain from the first receipt; name the first one that does not match.
-
-    A whole chain found intact becomes the checkpoint receipt_verify_since_checkpoint starts from."""
-    result, last_hash = _verify(expected_prev=GENESIS, expected_seq=1, upto_seq=upto_seq)
-    if result.valid and upto_seq is None and result.checked:
-        if not ReceiptCheckpoint.objects.filter(seq__gte=result.checked).exists():
-            ReceiptCheckpoint.objects.bulk_create([ReceiptCheckpoint(seq=result.checked, hash=last_hash)],
-                                                  ignore_conflicts=True)
-    return result
-
-
-def receipt_verify_since_checkpoint() -> Verification:
-    """For pages that show the chain's state on every load: the receipts after the newest checkpoint only.
-
-    The receipt at the checkpoint must still carry the hash that was verified; what comes before it
-    is not looked at again here (receipt_verify_chain, which never reads checkpoints, does that).
-    With no checkpoint yet, this is a full verification (which then writes one)."""
-    point = ReceiptCheckpoint.objects.order_by("-seq").first()
-    if point is None:
-        return receipt_verify_chain()
-    current = Receipt.objects.filter(seq=point.seq).values_list("id", "hash").first()
-    if current is None or current[1] != point.hash:
-        return Verification(False, 0, str(current[0]) if current else None, point.seq,
-                            "hash differs from the one verified at the checkpoint: the chain was rewritten",
-                            since=point.seq)
-    result, _ = _verify(expected_prev=point.hash, expected_seq=point.seq + 1, upto_seq=None, since=point.seq)
-    return Verification(result.valid, point.seq + result.checked, result.receipt, result.seq, result.reason,
-                        since=point.seq)
-
-
-def receipt_verify(*, receipt: Receipt) -> Verification:
-    """Verify one receipt: its own hash, and the chain up to it."""
-    result = receipt_verify_chain(upto_seq=receipt.seq)
-    if result.valid:
-        return Verification(True, result.checked, str(receipt.id), receipt.seq, "hash chain intact up to this receipt")
-    return result
+__all__ = ["GENESIS", "Verification", "canonical", "chain_hash", "chain_head", "receipt_body", "receipt_seal",
+           "receipt_verify", "receipt_verify_chain"]

@@ -1,36 +1,42 @@
-"""Receipts: a canonical, chained, append-only record that tampering cannot hide."""
+"""Receipts (evidence format v2): canonical, signed, chained, bound to the run's trace and approvals,
+append-only in the database. The insider's tampering, kind by kind, is in tests/evidence/test_tamper.py."""
 
+import base64
 import json
-import uuid
+import os
+import stat
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.core.management import CommandError, call_command
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.test import override_settings
 
-from runs import services
-from runs.models import Receipt, ReceiptCheckpoint, RunEvent
-from runs.receipts import (
-    GENESIS,
-    canonical,
-    chain_hash,
-    receipt_seal_mark,
-    receipt_verify_chain,
-    receipt_verify_since_checkpoint,
-)
+from runs import append_only, services, signing
+from runs.models import Receipt, ReceiptCheckpoint, Run, RunEvent
+from runs.receipts import GENESIS
+from runs.verification import receipt_verify_chain, receipt_verify_since_checkpoint
+from runs.witness import witness_publish
+from warrant_verify.jcs import canonicalize
+from warrant_verify.keys import verify_signature
+from warrant_verify.messages import receipt_hash, receipt_message, trace_head
 
 pytestmark = pytest.mark.django_db
 
 
 def _tamper(sql: str, params: list) -> None:
-    """What someone with raw database access could do; on PostgreSQL that takes a superuser
-    switching the append-only triggers off for the session."""
+    """What someone with raw database access could do: switch the append-only triggers off (on
+    PostgreSQL a superuser's session setting; on SQLite drop them), write, and put them back."""
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("SET LOCAL session_replication_role = replica")
-        cursor.execute(sql, params)
+            cursor.execute(sql, params)
+            cursor.execute("SET LOCAL session_replication_role = origin")
+        else:
+            append_only.sqlite_drop(cursor)
+            cursor.execute(sql, params)
+            append_only.sqlite_create(cursor)
 
 
 def _finished_runs(count: int) -> list[Receipt]:
@@ -41,43 +47,58 @@ def _finished_runs(count: int) -> list[Receipt]:
     return list(Receipt.objects.order_by("seq"))
 
 
-def test_the_chain_links_canonical_bodies(demo):
+def test_the_chain_links_signed_canonical_v2_bodies(demo):
     receipts = _finished_runs(3)
+    keys = signing.key_set()
     assert [r.seq for r in receipts] == [1, 2, 3]
-    assert receipts[0].prev_hash == GENESIS
     for prev, receipt in zip([None, *receipts], receipts):
         assert receipt.prev_hash == (prev.hash if prev else GENESIS)
-        assert receipt.hash == chain_hash(receipt.prev_hash, receipt.body)
-        assert canonical(json.loads(receipt.body)) == receipt.body
+        assert receipt.hash == receipt_hash(receipt.prev_hash, receipt.body)
+        assert canonicalize(json.loads(receipt.body)).decode() == receipt.body
+        message = receipt_message(seq=receipt.seq, prev_hash=receipt.prev_hash, hash=receipt.hash,
+                                  key_id=receipt.key_id, run_id=str(receipt.run_id))
+        assert receipt.key_id == signing.signing_key()[0]
+        assert verify_signature(keys, receipt.key_id, message, receipt.signature) == ""
     body = json.loads(receipts[0].body)
+    assert body["v"] == 2
     for key in ("run_id", "agent", "caller", "status", "input_sha256", "output_sha256", "policy_snapshot_sha256",
-                "policies_fired", "skills_used", "model_calls", "tool_calls", "approvals", "totals",
+                "policies_fired", "skills_used", "model_calls", "tool_calls", "approvals", "trace", "totals",
                 "started_at", "finished_at"):
         assert key in body
     call_command("verify_receipts")
 
 
-def test_one_changed_byte_is_detected_and_the_receipt_named(demo):
-    receipts = _finished_runs(3)
-    tampered = receipts[1]
-    _tamper("UPDATE runs_receipt SET body = REPLACE(body, '\"succeeded\"', '\"succeedeD\"') WHERE id = %s",
-            [tampered.id.hex])
-    # manage.py turns this CommandError into exit status 1.
-    with pytest.raises(CommandError, match=f"#2 \\(receipt {tampered.id}\\)") as error:
-        call_command("verify_receipts")
-    assert error.value.returncode == 1
+def test_the_receipt_seals_the_head_of_the_runs_hash_chained_trace(demo):
+    receipt = _finished_runs(1)[0]
+    events = list(RunEvent.objects.filter(run=receipt.run).order_by("seq").values_list("seq", "step", "kind", "data",
+                                                                                          "hash"))
+    assert [e[0] for e in events] == list(range(1, len(events) + 1))
+    count, head = trace_head([e[:4] for e in events])
+    assert json.loads(receipt.body)["trace"] == {"events": count, "head": head} and head == events[-1][4]
 
 
-def test_the_api_verify_names_the_first_broken_receipt(demo, compliance):
-    receipts = _finished_runs(2)
-    _tamper("UPDATE runs_receipt SET body = REPLACE(body, '\"crm-assistant\"', '\"crm-assistanT\"') WHERE id = %s",
-            [receipts[0].id.hex])
-    verdict = compliance.get(f"/api/v1/receipts/{receipts[1].id}/verify/").json()
-    assert verdict == {"valid": False, "receipt": str(receipts[0].id), "seq": 1,
-                       "reason": "hash does not match the body: the body was altered"}
+def test_approvals_are_sealed_with_decider_how_they_logged_in_and_reason(demo):
+    operator, approver = User.objects.get(username="operator"), User.objects.get(username="approver")
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text="Delete the account Initech.", caller=operator)
+    services.run_advance(run_id=run.id)
+    pending = run.approvals.get(status="pending")
+    services.approval_decide(approval_id=pending.id, user=approver, approve=True, reason="customer asked",
+                             via="session")
+    services.run_advance(run_id=run.id)
+    body = json.loads(Receipt.objects.get(run_id=run.id).body)
+    (approval,) = body["approvals"]
+    assert approval["decided_by"] == "approver" and approval["reason"] == "customer asked"
+    assert approval["decided_via"] == "session" and approval["decided_at"].endswith("Z")
+    assert receipt_verify_chain().valid
 
 
-def test_receipts_and_events_refuse_update_and_delete_through_the_orm(demo):
+def test_a_run_that_never_parked_seals_no_approvals_by_asking_the_database(demo):
+    receipt = _finished_runs(1)[0]
+    run = Run.objects.get(id=receipt.run_id)
+    assert run.state.get("parks", 0) == 0 and json.loads(receipt.body)["approvals"] == []
+
+
+def test_the_orm_refuses_to_change_evidence(demo):
     receipt = _finished_runs(1)[0]
     receipt.body = "{}"
     with pytest.raises(ValidationError):
@@ -87,178 +108,146 @@ def test_receipts_and_events_refuse_update_and_delete_through_the_orm(demo):
     with pytest.raises(ValidationError):
         Receipt.objects.filter(pk=receipt.pk).update(hash="0" * 64)
     with pytest.raises(ValidationError):
-        Receipt.objects.all().delete()
-    event = RunEvent.objects.first()
-    with pytest.raises(ValidationError):
-        event.save()
-    with pytest.raises(ValidationError):
         RunEvent.objects.all().delete()
-    assert Receipt.objects.get(pk=receipt.pk).body != "{}"
+    with pytest.raises(ValidationError):
+        ReceiptCheckpoint.objects.all().delete()
 
 
-# --- what verification detects, one tampering each -----------------------------------------------
+@pytest.mark.parametrize("table", append_only.TABLES)
+@pytest.mark.parametrize("statement", ["UPDATE {table} SET id = id", "DELETE FROM {table}"])
+def test_the_database_refuses_raw_updates_and_deletes(demo, table, statement):
+    _finished_runs(1)
+    witness_publish(force=True)  # a checkpoint row to refuse changing
+    with pytest.raises((IntegrityError, DatabaseError)), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(statement.format(table=table))
 
 
-def _rechain_from(seq: int) -> None:
-    """A forger who recomputes every hash from receipt #seq on, so the chain itself is consistent again.
-
-    The forger does not hold the server's key: the marks stay as they were."""
-    prev_hash = Receipt.objects.get(seq=seq - 1).hash if seq > 1 else GENESIS
-    for receipt in Receipt.objects.filter(seq__gte=seq).order_by("seq"):
-        new_hash = chain_hash(prev_hash, receipt.body)
-        _tamper("UPDATE runs_receipt SET prev_hash = %s, hash = %s WHERE id = %s", [prev_hash, new_hash, receipt.id.hex])
-        prev_hash = new_hash
-
-
-def _verdict():
+def test_one_changed_byte_is_detected_and_named_with_its_check(demo):
+    receipts = _finished_runs(3)
+    tampered = receipts[1]
+    _tamper("UPDATE runs_receipt SET body = REPLACE(body, '\"succeeded\"', '\"succeedeD\"') WHERE id = %s",
+            [tampered.id.hex])
+    with pytest.raises(CommandError) as error:
+        call_command("verify_receipts")
+    assert error.value.returncode == 1
     result = receipt_verify_chain()
-    return (result.valid, result.seq, result.reason)
+    assert (result.valid, result.seq, result.receipt, result.check) == (False, 2, str(tampered.id), "chain")
+    assert "the body or a hash was edited" in result.reason
 
 
-def test_an_edited_hash_is_named(demo):
-    receipts = _finished_runs(3)
-    _tamper("UPDATE runs_receipt SET hash = %s WHERE id = %s", ["f" * 64, receipts[2].id.hex])
-    assert _verdict() == (False, 3, "hash does not match the body: the body was altered")
-
-
-def test_swapped_hashes_and_an_edited_prev_hash_are_named(demo):
-    receipts = _finished_runs(3)
-    _tamper("UPDATE runs_receipt SET prev_hash = %s WHERE id = %s", ["e" * 64, receipts[1].id.hex])
-    assert _verdict() == (False, 2, "prev_hash does not match the previous receipt's hash")
-    _tamper("UPDATE runs_receipt SET prev_hash = %s WHERE id = %s", [receipts[1].prev_hash, receipts[1].id.hex])
-    assert receipt_verify_chain().valid
-    # hash is unique: swap through a placeholder
-    _tamper("UPDATE runs_receipt SET hash = %s WHERE id = %s", ["0" * 63 + "1", receipts[1].id.hex])
-    _tamper("UPDATE runs_receipt SET hash = %s WHERE id = %s", [receipts[1].hash, receipts[2].id.hex])
-    _tamper("UPDATE runs_receipt SET hash = %s WHERE id = %s", [receipts[2].hash, receipts[1].id.hex])
-    assert _verdict() == (False, 2, "hash does not match the body: the body was altered")
-
-
-def test_a_missing_receipt_is_a_gap(demo):
-    receipts = _finished_runs(3)
-    _tamper("DELETE FROM runs_receipt WHERE id = %s", [receipts[1].id.hex])
-    result = receipt_verify_chain()
-    assert (result.valid, result.seq, result.receipt) == (False, 3, str(receipts[2].id))
-    assert result.reason == "sequence gap: expected #2, found #3"
-
-
-def test_reordered_receipts_break_the_links(demo):
-    receipts = _finished_runs(3)
-    _tamper("UPDATE runs_receipt SET seq = 99 WHERE id = %s", [receipts[1].id.hex])  # seq is unique
-    _tamper("UPDATE runs_receipt SET seq = 2 WHERE id = %s", [receipts[2].id.hex])
-    _tamper("UPDATE runs_receipt SET seq = 3 WHERE id = %s", [receipts[1].id.hex])
-    result = receipt_verify_chain()
-    assert (result.valid, result.seq, result.receipt) == (False, 2, str(receipts[2].id))
-    assert result.reason == "prev_hash does not match the previous receipt's hash"
-
-
-def test_a_duplicated_receipt_never_reaches_the_chain(demo):
-    receipt = _finished_runs(1)[0]
-    operator = User.objects.get(username="operator")
-    other, _ = services.run_start(agent_slug="crm-assistant", input_text="List all accounts.", caller=operator)
-    with pytest.raises(IntegrityError), transaction.atomic():  # the same seq twice: the database refuses
-        _tamper("INSERT INTO runs_receipt (id, run_id, seq, prev_hash, hash, body, seal, created_at) "
-                "SELECT %s, %s, seq, prev_hash, %s, body, seal, created_at FROM runs_receipt WHERE id = %s",
-                [uuid.uuid4().hex, other.id.hex, "a" * 64, receipt.id.hex])
-
-
-def test_a_receipt_moved_to_another_run_is_named(demo):
+def test_the_api_verify_says_which_check_failed(demo, compliance):
     receipts = _finished_runs(2)
-    operator = User.objects.get(username="operator")
-    other, _ = services.run_start(agent_slug="crm-assistant", input_text="List all accounts.", caller=operator)
-    _tamper("UPDATE runs_receipt SET run_id = %s WHERE id = %s", [other.id.hex, receipts[1].id.hex])
-    assert _verdict() == (False, 2, "body names another run")
+    ok = compliance.get(f"/api/v1/receipts/{receipts[1].id}/verify/").json()
+    assert ok["valid"] is True and ok["failures"] == [] and ok["check"] == ""
+    _tamper("UPDATE runs_run SET output = 'nothing happened' WHERE id = %s", [receipts[1].run_id.hex])
+    verdict = compliance.get(f"/api/v1/receipts/{receipts[1].id}/verify/").json()
+    assert verdict["valid"] is False and verdict["check"] == "run" and verdict["receipt"] == str(receipts[1].id)
+    assert verdict["reason"] == "the run's output differs from the one sealed"
 
 
-def test_a_rewritten_body_with_rechained_hashes_is_still_checked_in_full(demo):
-    """Rewriting a body and every hash after it makes a consistent chain; the body checks still run,
-    because the sealer's mark no longer matches the receipt."""
+def test_someone_elses_failure_is_reported_without_naming_it(demo, operator, second_operator):
+    mine = _finished_runs(1)[0]
+    other, _ = services.run_start(agent_slug="crm-assistant", input_text="List all accounts.",
+                                  caller=User.objects.get(username="operator2"))
+    services.run_advance(run_id=other.id)
+    _tamper("DELETE FROM runs_receipt WHERE run_id = %s", [other.id.hex])
+    verdict = operator.get(f"/api/v1/receipts/{mine.id}/verify/").json()
+    assert verdict["valid"] is False and verdict["check"] == "completeness"
+    assert verdict["failures"] == [{"check": "completeness", "record": None, "seq": None, "receipt": None,
+                                    "reason": "a record you may not read failed this check"}]
+    assert str(other.id) not in json.dumps(verdict)
+
+
+def test_the_key_set_is_published_to_any_logged_in_user(demo, outsider):
+    _finished_runs(1)
+    document = outsider.get("/api/v1/receipts/keys/").json()
+    (key,) = document["keys"]
+    assert key["key_id"] == signing.signing_key()[0] and key["status"] == "active" and key["algorithm"] == "Ed25519"
+    assert len(base64.b64decode(key["public_key"])) == 32
+
+
+# --- the signing key -------------------------------------------------------------------------------------
+
+
+def test_debug_without_a_key_makes_a_private_demo_key_once(tmp_path, caplog):
+    with override_settings(DATA_DIR=tmp_path, WARRANT_RECEIPT_SIGNING_KEY_FILE="", WARRANT_RECEIPT_SIGNING_KEY="",
+                           WARRANT_RECEIPT_DEMO_KEY=True):
+        first = signing.signing_key()[0]
+        path = tmp_path / signing.DEMO_KEY_NAME
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert "DEMO key" in caplog.text and str(path) in caplog.text
+        signing.reload()
+        assert signing.signing_key()[0] == first  # made once, then read
+
+
+def test_production_without_a_key_refuses_to_start(tmp_path):
+    from governance.checks import receipts_can_be_signed
+
+    with override_settings(DATA_DIR=tmp_path, WARRANT_RECEIPT_SIGNING_KEY_FILE="", WARRANT_RECEIPT_SIGNING_KEY="",
+                           WARRANT_RECEIPT_DEMO_KEY=False):
+        with pytest.raises(ImproperlyConfigured, match="WARRANT_RECEIPT_SIGNING_KEY_FILE"):
+            signing.signing_key()
+        (error,) = receipts_can_be_signed(None)
+        assert error.id == "governance.E010"
+    assert not (tmp_path / signing.DEMO_KEY_NAME).exists()
+
+
+def test_a_key_from_the_environment_as_base64_raw_bytes(tmp_path):
+    raw = base64.b64encode(os.urandom(32)).decode()
+    with override_settings(WARRANT_RECEIPT_SIGNING_KEY=raw, WARRANT_RECEIPT_SIGNING_KEY_FILE=""):
+        key_id, key = signing.signing_key()
+        assert signing.signing_origin() == "WARRANT_RECEIPT_SIGNING_KEY"
+    with override_settings(WARRANT_RECEIPT_SIGNING_KEY="bm90IGEga2V5", WARRANT_RECEIPT_SIGNING_KEY_FILE=""):
+        with pytest.raises(ImproperlyConfigured, match="32"):
+            signing.signing_key()
+
+
+def test_rotation_signs_new_receipts_with_the_new_key_and_old_ones_still_verify(demo, tmp_path):
+    old_key = tmp_path / "old.pem"
+    call_command("receipt_keys", "generate", "--out", str(old_key))
+    public_file = tmp_path / "keys.json"
+    with override_settings(WARRANT_RECEIPT_SIGNING_KEY_FILE=str(old_key), WARRANT_RECEIPT_PUBLIC_KEYS_FILE=str(public_file)):
+        old_id = signing.signing_key()[0]
+        _finished_runs(2)
+        new_key = tmp_path / "new.pem"
+        call_command("receipt_keys", "rotate", "--out", str(new_key))
+        with override_settings(WARRANT_RECEIPT_SIGNING_KEY_FILE=str(new_key)):
+            new_id = signing.signing_key()[0]
+            receipts = _finished_runs(2)
+            assert [r.key_id for r in receipts] == [old_id, old_id, new_id, new_id]
+            statuses = {k["key_id"]: k["status"] for k in signing.key_set_document()["keys"]}
+            assert statuses == {new_id: "active", old_id: "retired"}
+            assert receipt_verify_chain().valid
+            public_file.write_text(json.dumps({"keys": []}))  # the retired key withdrawn: its receipts fail
+            result = receipt_verify_chain()
+            assert not result.valid and {p.check for p in result.failures} == {"signature"}
+            assert [p.seq for p in result.failures] == [1, 2]
+
+
+# --- the page check ------------------------------------------------------------------------------------
+
+
+def test_the_page_check_starts_from_the_newest_signed_checkpoint_and_checks_signatures_after_it(demo):
     receipts = _finished_runs(3)
-    value = json.loads(receipts[1].body)
-    _tamper("UPDATE runs_receipt SET body = %s WHERE id = %s", [json.dumps(value), receipts[1].id.hex])
-    _rechain_from(2)
-    assert _verdict() == (False, 2, "body is not in canonical form")
-
-    value["run_id"] = str(receipts[0].run_id)  # canonical, but for another run
-    _tamper("UPDATE runs_receipt SET body = %s WHERE id = %s", [canonical(value), receipts[1].id.hex])
-    _rechain_from(2)
-    assert _verdict() == (False, 2, "body names another run")
-
-    _tamper("UPDATE runs_receipt SET body = %s WHERE id = %s", ["[1, 2]", receipts[1].id.hex])
-    _rechain_from(2)
-    assert _verdict() == (False, 2, "body is not in canonical form")
-    _tamper("UPDATE runs_receipt SET body = %s WHERE id = %s", ["not json", receipts[1].id.hex])
-    _rechain_from(2)
-    assert _verdict() == (False, 2, "body is not JSON")
-
-
-def test_receipts_without_a_valid_mark_are_checked_in_full_and_pass_when_intact(demo):
-    """Receipts sealed before marks existed, or under another SECRET_KEY, verify as before."""
-    with override_settings(SECRET_KEY="an-older-key"):
-        receipts = _finished_runs(2)
-    _tamper("UPDATE runs_receipt SET seal = '' WHERE id = %s", [receipts[0].id.hex])
-    assert all(r.seal for r in receipts[1:])
-    result = receipt_verify_chain()
-    assert (result.valid, result.checked) == (True, 2)
-    # and without a mark, a non-canonical body rechained by a forger is found as before
-    _tamper("UPDATE runs_receipt SET body = %s WHERE id = %s", [json.dumps(json.loads(receipts[0].body)),
-                                                                 receipts[0].id.hex])
-    _rechain_from(1)
-    assert _verdict() == (False, 1, "body is not in canonical form")
-
-
-def test_the_sealer_marks_only_what_passes_the_body_checks(demo):
-    receipt = _finished_runs(1)[0]
-    assert len(receipt.seal) == 64
-    assert receipt_seal_mark(hash_=receipt.hash, run_id=receipt.run_id, body=receipt.body) == receipt.seal
-    assert receipt_seal_mark(hash_=receipt.hash, run_id=uuid.uuid4(), body=receipt.body) == ""
-    assert receipt_seal_mark(hash_=receipt.hash, run_id=receipt.run_id,
-                             body=json.dumps(json.loads(receipt.body))) == ""
-
-
-# --- the checkpoint the admin pages start from --------------------------------------------------
-
-
-def test_a_full_verification_leaves_a_checkpoint_and_the_page_check_starts_there(demo):
-    receipts = _finished_runs(3)
-    assert receipt_verify_since_checkpoint().valid  # no checkpoint yet: a full verification, which writes one
-    assert list(ReceiptCheckpoint.objects.values_list("seq", "hash")) == [(3, receipts[2].hash)]
-    receipts += _finished_runs(2)[3:]
+    witness_publish(force=True)
+    receipts = _finished_runs(2)
     result = receipt_verify_since_checkpoint()
     assert (result.valid, result.checked, result.since) == (True, 5, 3)
-    assert ReceiptCheckpoint.objects.count() == 1  # only a full verification moves it
-    assert receipt_verify_chain(upto_seq=4).valid and ReceiptCheckpoint.objects.count() == 1
-    assert receipt_verify_chain().valid
-    assert list(ReceiptCheckpoint.objects.values_list("seq", flat=True)) == [5, 3]
+    _tamper("UPDATE runs_receipt SET signature = %s WHERE id = %s", [receipts[0].signature, receipts[4].id.hex])
+    result = receipt_verify_since_checkpoint()
+    assert (result.valid, result.seq, result.check) == (False, 5, "signature")
 
 
-def test_tampering_before_the_checkpoint_escapes_the_page_check_but_not_the_full_verification(demo, compliance):
+def test_the_page_check_catches_a_chain_rewritten_under_its_checkpoint(demo):
     receipts = _finished_runs(3)
-    assert receipt_verify_chain().valid
-    _tamper("UPDATE runs_receipt SET body = REPLACE(body, '\"succeeded\"', '\"succeedeD\"') WHERE id = %s",
-            [receipts[0].id.hex])
-    assert receipt_verify_since_checkpoint().valid  # the trade made for page loads
-    assert _verdict() == (False, 1, "hash does not match the body: the body was altered")
-    with pytest.raises(CommandError, match="#1"):
-        call_command("verify_receipts")
-    assert compliance.get(f"/api/v1/receipts/{receipts[2].id}/verify/").json()["valid"] is False
-    assert list(ReceiptCheckpoint.objects.values_list("seq", flat=True)) == [3]  # a failed verification writes none
-
-
-def test_the_page_check_finds_tampering_after_the_checkpoint_and_a_rewritten_checkpoint(demo):
-    receipts = _finished_runs(2)
-    assert receipt_verify_chain().valid
-    receipts += _finished_runs(2)[2:]
-    _tamper("UPDATE runs_receipt SET body = REPLACE(body, '\"succeeded\"', '\"succeedeD\"') WHERE id = %s",
-            [receipts[3].id.hex])
+    witness_publish(force=True)
+    body = receipts[0].body.replace('"succeeded"', '"failed"')
+    prev = GENESIS
+    for receipt in receipts:  # a forger rewrites #1 and rechains everything after it
+        text = body if receipt.seq == 1 else receipt.body
+        new = receipt_hash(prev, text)
+        _tamper("UPDATE runs_receipt SET body = %s, prev_hash = %s, hash = %s WHERE id = %s",
+                [text, prev, new, receipt.id.hex])
+        prev = new
     result = receipt_verify_since_checkpoint()
-    assert (result.valid, result.seq, result.receipt) == (False, 4, str(receipts[3].id))
-    _tamper("UPDATE runs_receipt SET body = %s WHERE id = %s", [receipts[3].body, receipts[3].id.hex])
-    assert receipt_verify_since_checkpoint().valid
-    # a forger rewrites receipt #1 and every hash after it: the checkpoint's receipt no longer carries its hash
-    _tamper("UPDATE runs_receipt SET body = REPLACE(body, '\"succeeded\"', '\"succeedeD\"') WHERE id = %s",
-            [receipts[0].id.hex])
-    _rechain_from(1)
-    result = receipt_verify_since_checkpoint()
-    assert (result.valid, result.seq, result.receipt) == (False, 2, str(receipts[1].id))
-    assert result.reason == "hash differs from the one verified at the checkpoint: the chain was rewritten"
+    assert not result.valid and result.check in ("checkpoints", "signature")

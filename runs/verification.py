@@ -1,0 +1,248 @@
+"""One verification of the evidence, for the command, the API and the workbench.
+
+The chain, the signatures, the traces and the checkpoints are checked by warrant_verify (the
+offline verifier's own code), on the rows as the database holds them. What only the database can
+tell is added here: each receipt's body against its run's row (status, input and output digests),
+its events and its approval rows; terminal runs that have no receipt; the witness's checkpoints
+(the file sink and the database's copies) against the chain; the append-only triggers.
+Every failure is reported, each naming its check and record.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from django.db import connection
+from django.utils import timezone
+
+from runs import append_only, signing, witness
+from runs.models import Receipt, ReceiptCheckpoint, Run, RunEvent
+from runs.states import TERMINAL
+from warrant_verify import chain
+from warrant_verify.messages import GENESIS
+
+_CHUNK = 2000
+_RECEIPT_COLUMNS = ("id", "run_id", "seq", "prev_hash", "hash", "body", "key_id", "signature")
+
+
+@dataclass(frozen=True)
+class Problem:
+    check: str  # chain, signature, run, trace, approvals, completeness, checkpoints, witness, append_only
+    record: str
+    reason: str
+    seq: int | None = None
+    receipt: str | None = None
+    run: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.check}: {self.record}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Verification:
+    valid: bool
+    checked: int
+    receipt: str | None = None  # the first failure's receipt, when it has one
+    seq: int | None = None
+    reason: str = ""
+    since: int | None = None  # the fast path: receipts up to this seq vouched for by a signed checkpoint
+    failures: tuple[Problem, ...] = field(default_factory=tuple)
+
+    @property
+    def check(self) -> str:
+        return self.failures[0].check if self.failures else ""
+
+
+def _result(checked: int, failures: list[Problem], *, since=None, ok_reason="") -> Verification:
+    if not failures:
+        return Verification(True, checked, reason=ok_reason, since=since)
+    first = failures[0]
+    return Verification(False, checked, first.receipt, first.seq, f"{first.check}: {first.reason}", since,
+                        tuple(failures))
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _receipt_rows(*, from_seq: int, upto_seq: int | None):
+    rows = Receipt.objects.filter(seq__gte=from_seq).order_by("seq")
+    if upto_seq is not None:
+        rows = rows.filter(seq__lte=upto_seq)
+    chunk = []
+    for values in rows.values_list(*_RECEIPT_COLUMNS).iterator(chunk_size=_CHUNK):
+        record = dict(zip(_RECEIPT_COLUMNS, values))
+        record["id"], record["run_id"] = str(record["id"]), str(record["run_id"])
+        chunk.append(record)
+        if len(chunk) == _CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _chain_problems(failures, by_seq: dict) -> list[Problem]:
+    problems = []
+    for failure in failures:
+        seq = int(failure.record[4:]) if failure.record.startswith("seq ") else None
+        record = by_seq.get(seq, {})
+        check = "signature" if ("signature" in failure.reason or "signed by" in failure.reason) else "chain"
+        problems.append(Problem(check, f"receipt #{seq} ({record.get('id')})" if record else failure.record,
+                                failure.reason, seq, record.get("id"), record.get("run_id")))
+    return problems
+
+
+def _walk(*, keys, from_seq=1, start_prev=GENESIS, upto_seq=None, cross_check=None, want_hashes=()):
+    """The chain from `from_seq`, a chunk at a time: (checked, head seq, head hash, problems, hashes at want_hashes)."""
+    problems, hashes, checked = [], {}, 0
+    expected_seq, expected_prev = from_seq, start_prev
+    for records in _receipt_rows(from_seq=from_seq, upto_seq=upto_seq):
+        result = chain.verify_receipts(records, keys=keys, start_seq=expected_seq, start_prev=expected_prev,
+                                       file="runs_receipt")
+        by_seq = {r["seq"]: r for r in records}
+        problems += _chain_problems(result.failures, by_seq)
+        hashes.update({seq: h for seq, h in result.hashes.items() if seq in want_hashes})
+        if cross_check is not None:
+            problems += cross_check(records)
+        checked += result.checked
+        expected_seq, expected_prev = result.head_seq + 1, result.head_hash
+    return checked, expected_seq - 1, expected_prev, problems, hashes
+
+
+def cross_check(records: list[dict]) -> list[Problem]:
+    """Each receipt's body against what the database holds of its run, events and approvals."""
+    from runs.receipts import approvals_by_run
+
+    bodies = {}
+    for record in records:
+        try:
+            body = json.loads(record["body"])
+        except ValueError:
+            continue  # the chain check reports it
+        if isinstance(body, dict):
+            bodies[record["run_id"]] = (record, body)
+    run_ids = list(bodies)
+    runs = {str(i): (status, inp, out) for i, status, inp, out
+            in Run.objects.filter(id__in=run_ids).values_list("id", "status", "input", "output")}
+    events: dict[str, list[dict]] = {}
+    for run_id, seq, step, kind, data, hash_ in RunEvent.objects.filter(run_id__in=run_ids).order_by().values_list(
+            "run_id", "seq", "step", "kind", "data", "hash"):
+        events.setdefault(str(run_id), []).append({"seq": seq, "step": step, "kind": kind, "data": data, "hash": hash_})
+    approvals = approvals_by_run(run_ids)
+    problems = []
+    for run_id, (record, body) in bodies.items():
+        where = dict(seq=record["seq"], receipt=record["id"], run=run_id)
+        name = f"run {run_id} (receipt #{record['seq']})"
+        row = runs.get(run_id)
+        if row is None:
+            problems.append(Problem("run", name, "the receipt's run is not in the database", **where))
+        else:
+            status, input_text, output_text = row
+            if body.get("status") != status:
+                problems.append(Problem("run", name, f"the run's status is {status!r}, the receipt sealed "
+                                        f"{body.get('status')!r}", **where))
+            if body.get("input_sha256") != _sha256(input_text):
+                problems.append(Problem("run", name, "the run's input differs from the one sealed", **where))
+            if body.get("output_sha256") != _sha256(output_text):
+                problems.append(Problem("run", name, "the run's output differs from the one sealed", **where))
+        for failure in chain.verify_trace(events.get(run_id, []), body=body, file="runs_runevent"):
+            problems.append(Problem("trace", failure.record, failure.reason, **where))
+        if body.get("approvals") != approvals.get(run_id, []):
+            problems.append(Problem("approvals", name, "the run's approval rows differ from the approvals sealed "
+                                    "(decision, decider, how they logged in, reason or time)", **where))
+    return problems
+
+
+def _completeness() -> list[Problem]:
+    missing = Run.objects.filter(status__in=TERMINAL, receipt__isnull=True).values_list("id", "status")
+    return [Problem("completeness", f"run {run_id}", f"the run ended {status} and has no receipt", run=str(run_id))
+            for run_id, status in missing.order_by("finished_at", "id")[:1000]]
+
+
+def _checkpoints() -> tuple[list[dict], list[str], list[Problem]]:
+    """(documents, labels, problems of unreadable lines) of the database's checkpoints and the witness file."""
+    documents, labels, problems = [], [], []
+    for point in ReceiptCheckpoint.objects.order_by("seq"):
+        documents.append(point.document())
+        labels.append(f"runs_receiptcheckpoint #{point.seq}")
+    lines, bad = witness.witness_file_checkpoints()
+    for document in lines:
+        labels.append(f"witness file line {document.pop('_line')}")
+        documents.append(document)
+    problems += [Problem("witness", "witness file", reason) for reason in bad]
+    return documents, labels, problems
+
+
+def _checkpoint_problems(documents, labels, *, keys, hash_at, head_seq, made_at) -> list[Problem]:
+    problems = []
+    failures = chain.verify_checkpoints(documents, keys=keys, hash_at=hash_at, first_seq=1, last_seq=head_seq,
+                                        head_seq=head_seq, complete=True, made_at=made_at, labels=labels,
+                                        file="checkpoints")
+    for failure in failures:
+        check = "witness" if failure.record.startswith("witness") else "checkpoints"
+        label = next((label for label in labels if failure.record == label), failure.record)
+        problems.append(Problem(check, label, failure.reason))
+    return problems
+
+
+def verify(*, upto_seq: int | None = None, receipt: Receipt | None = None) -> Verification:
+    """Everything, or (given a receipt) the chain up to it, its own run, and what concerns the whole
+    chain (the witness, runs without a receipt, the triggers)."""
+    made_at = witness._iso(timezone.now())
+    keys = signing.key_set()
+    documents, labels, problems = _checkpoints()
+    wanted = {d.get("seq") for d in documents if isinstance(d, dict)}
+    if receipt is not None:
+        upto_seq = receipt.seq
+    checked, head_seq, _head, walked, hashes = _walk(keys=keys, upto_seq=upto_seq, want_hashes=wanted,
+                                                     cross_check=cross_check if receipt is None else None)
+    problems = walked + problems
+    if receipt is not None:
+        record = {c: getattr(receipt, c) for c in _RECEIPT_COLUMNS}
+        record["id"], record["run_id"] = str(receipt.id), str(receipt.run_id)
+        problems += cross_check([record])
+    # Checkpoints past what was walked still compare with the chain as it is.
+    actual = Receipt.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
+    missing = [seq for seq in wanted if isinstance(seq, int) and seq not in hashes]
+    hashes.update(dict(Receipt.objects.filter(seq__in=missing).values_list("seq", "hash")))
+    problems += _checkpoint_problems(documents, labels, keys=keys, hash_at=hashes, head_seq=actual, made_at=made_at)
+    problems += _completeness()
+    problems += [Problem("append_only", name, "the append-only trigger is missing or disabled")
+                 for name in append_only.missing(connection)]
+    ok = (f"receipts #1 to #{upto_seq} signed and chained, their runs match" if receipt is not None
+          else f"all {checked} receipts signed and chained, runs, traces, approvals and checkpoints match")
+    return _result(checked, problems, ok_reason=ok)
+
+
+def receipt_verify_chain(*, upto_seq: int | None = None) -> Verification:
+    """The whole verification (the command, the workbench's button); `upto_seq` stops the chain walk there."""
+    return verify(upto_seq=upto_seq)
+
+
+def receipt_verify(*, receipt: Receipt) -> Verification:
+    """One receipt: the chain and signatures up to it, its run, events and approvals, and the witness."""
+    return verify(receipt=receipt)
+
+
+def receipt_verify_since_checkpoint() -> Verification:
+    """For pages that show the chain's state on every load: signatures and links of the receipts
+    after the newest signed checkpoint that matches the chain (it vouches for those before it:
+    its head is receipt #seq's hash, which chains to all of them). No checkpoint: from #1."""
+    keys = signing.key_set()
+    since, prev, problems = 0, GENESIS, []
+    for point in ReceiptCheckpoint.objects.order_by("-seq")[:5]:
+        failures = chain.verify_checkpoints([point.document()], keys=keys, hash_at={}, first_seq=1, last_seq=0,
+                                            head_seq=0, complete=False)
+        if failures:
+            problems.append(Problem("checkpoints", f"runs_receiptcheckpoint #{point.seq}", failures[0].reason))
+            continue
+        stored = Receipt.objects.filter(seq=point.seq).values_list("id", "hash").first()
+        if stored is None or stored[1] != point.head:
+            problems.append(Problem("checkpoints", f"runs_receiptcheckpoint #{point.seq}",
+                                    f"receipt #{point.seq} is gone or its hash differs from the signed checkpoint: "
+                                    "the chain was rewritten or cut", point.seq, str(stored[0]) if stored else None))
+            break
+        since, prev = point.seq, point.head
+        break
+    checked, _seq, _head, walked, _ = _walk(keys=keys, from_seq=since + 1, start_prev=prev)
+    return _result(since + checked, walked + problems, since=since or None)

@@ -1,0 +1,218 @@
+"""The witness: the chain's head, signed, written where the database's users cannot reach.
+
+After a seal commits (every seal, or at most every WARRANT_WITNESS_INTERVAL_SECONDS), the newest
+receipt's seq and hash become a signed checkpoint (evidence format v2): stored in the database
+and sent to each configured sink, an append-only JSON lines file (WARRANT_WITNESS_FILE) and an
+HTTP endpoint (WARRANT_WITNESS_URL, on a host in WARRANT_WITNESS_ALLOWED_HOSTS). A checkpoint at
+#N vouches for every receipt up to N (the hashes chain), so a sink that missed some only needs
+the newest one: the reconciler (witness_catch_up) brings a sink that was down up to the head.
+
+A seal never waits on a sink that is failing: a sink that failed is left alone for BACKOFF
+seconds, and the run's own transaction never involves the witness at all.
+"""
+
+import json
+import logging
+import os
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+from django.db.models import F
+from django.db.models.functions import Greatest
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from runs import signing
+from runs.models import Receipt, ReceiptCheckpoint, WitnessSink
+from warrant_verify.messages import checkpoint_message
+
+logger = logging.getLogger(__name__)
+BACKOFF_SECONDS = 30
+HTTP_TIMEOUT_SECONDS = 3.0
+
+
+def _iso(value) -> str:
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def checkpoint_document(*, seq: int, head: str, at, key_id: str, signature: str | None) -> dict:
+    document = {"v": 1, "kind": "warrant.checkpoint", "seq": seq, "head": head,
+                "at": at if isinstance(at, str) else _iso(at), "key_id": key_id}
+    if signature is not None:
+        document["signature"] = signature
+    return document
+
+
+def parse_checkpoint_at(text: str):
+    return parse_datetime(text) if isinstance(text, str) else None
+
+
+def sinks() -> list[str]:
+    """The configured sinks, by name."""
+    return [name for name, on in (("file", settings.WARRANT_WITNESS_FILE), ("http", settings.WARRANT_WITNESS_URL)) if on]
+
+
+def _head() -> tuple[int, str] | None:
+    row = Receipt.objects.order_by("-seq").values_list("seq", "hash").first()
+    return row if row else None
+
+
+def checkpoint_head() -> ReceiptCheckpoint | None:
+    """The signed checkpoint of the chain's current head: made now, or the one made before."""
+    head = _head()
+    if head is None:
+        return None
+    seq, hash_ = head
+    existing = ReceiptCheckpoint.objects.filter(seq=seq).first()
+    if existing is not None:
+        return existing
+    key_id, _key = signing.signing_key()
+    at = timezone.now()
+    signature = signing.sign(checkpoint_message(checkpoint_document(seq=seq, head=hash_, at=at, key_id=key_id,
+                                                                    signature=None)))
+    # Two publishers at once: one row wins (unique seq), both send the winner's.
+    ReceiptCheckpoint.objects.bulk_create(
+        [ReceiptCheckpoint(seq=seq, head=hash_, at=at, key_id=key_id, signature=signature)], ignore_conflicts=True)
+    return ReceiptCheckpoint.objects.get(seq=seq)
+
+
+def _deliver_file(document: dict) -> None:
+    path = Path(settings.WARRANT_WITNESS_FILE)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps(document, sort_keys=True, separators=(",", ":")) + "\n").encode()
+    # O_APPEND: one write() per line, so processes appending at once never interleave a line.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def witness_host_allowed(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    return urlsplit(url).scheme in ("http", "https") and host in settings.WARRANT_WITNESS_ALLOWED_HOSTS
+
+
+def _deliver_http(document: dict) -> None:
+    url = settings.WARRANT_WITNESS_URL
+    if not witness_host_allowed(url):
+        raise WitnessRefused("the witness URL's host is not in WARRANT_WITNESS_ALLOWED_HOSTS")
+    response = httpx.post(url, json=document, timeout=HTTP_TIMEOUT_SECONDS, follow_redirects=False)
+    if not 200 <= response.status_code < 300:
+        raise WitnessRefused(f"the witness answered HTTP {response.status_code}")
+
+
+class WitnessRefused(Exception):
+    pass
+
+
+_DELIVER = {"file": _deliver_file, "http": _deliver_http}
+
+
+def _error_text(exc: Exception) -> str:
+    # Shown by /readyz, which anyone may read: the kind of failure, never the URL.
+    return str(exc)[:300] if isinstance(exc, WitnessRefused) else type(exc).__name__
+
+
+def _record(name: str, *, seq: int | None, error: str = "") -> None:
+    now = timezone.now()
+    WitnessSink.objects.get_or_create(name=name)
+    if error:
+        WitnessSink.objects.filter(name=name).update(failed_at=now, error=error)
+    else:
+        WitnessSink.objects.filter(name=name).update(delivered_seq=Greatest(F("delivered_seq"), seq),
+                                                     delivered_at=now, failed_at=None, error="")
+
+
+def witness_publish(*, force: bool = False) -> dict:
+    """Give every sink the head's checkpoint, unless it has it. `force`: also sinks in backoff, and
+    regardless of the interval (the reconciler, verify_receipts). What each sink did, by name."""
+    names = sinks()
+    interval = settings.WARRANT_WITNESS_INTERVAL_SECONDS
+    if not force and interval > 0:
+        newest = ReceiptCheckpoint.objects.order_by("-seq").values_list("created_at", flat=True).first()
+        if newest is not None and newest > timezone.now() - timedelta(seconds=interval):
+            return {name: "later" for name in names}
+    point = checkpoint_head()
+    if point is None:
+        return {name: "empty" for name in names}
+    state = {s.name: s for s in WitnessSink.objects.filter(name__in=names)}
+    done, document = {}, point.document()
+    for name in names:
+        sink = state.get(name)
+        if sink is not None and sink.delivered_seq >= point.seq and not sink.failed_at:
+            done[name] = "current"
+            continue
+        if (not force and sink is not None and sink.failed_at
+                and sink.failed_at > timezone.now() - timedelta(seconds=BACKOFF_SECONDS)):
+            done[name] = "backoff"
+            continue
+        try:
+            _DELIVER[name](document)
+        except Exception as exc:  # a sink's failure is recorded and caught up later, never raised into a seal
+            logger.warning("witness %s: could not deliver checkpoint #%s: %s", name, point.seq, exc)
+            _record(name, seq=None, error=_error_text(exc))
+            done[name] = f"failed: {_error_text(exc)}"
+        else:
+            _record(name, seq=point.seq)
+            done[name] = f"delivered #{point.seq}"
+    return done
+
+
+def after_seal() -> None:
+    """transaction.on_commit hook of every seal: the run's transaction has committed."""
+    witness_publish()
+
+
+def witness_catch_up() -> dict:
+    """The reconciler's part: every sink brought to the head, however long it was down."""
+    return witness_publish(force=True)
+
+
+def witness_status() -> dict:
+    """How far behind each sink is (receipts not yet witnessed, and since when): for /readyz."""
+    head = _head()
+    head_seq = head[0] if head else 0
+    state = {s.name: s for s in WitnessSink.objects.filter(name__in=sinks())}
+    result = {"head_seq": head_seq, "sinks": {}}
+    now = timezone.now()
+    grace = max(2 * settings.WARRANT_WITNESS_INTERVAL_SECONDS, 60)
+    for name in sinks():
+        sink = state.get(name)
+        delivered = sink.delivered_seq if sink else 0
+        behind = max(0, head_seq - delivered)
+        oldest = (Receipt.objects.filter(seq=delivered + 1).values_list("created_at", flat=True).first()
+                  if behind else None)
+        waiting = (now - oldest).total_seconds() if oldest else 0.0
+        failing = bool(sink and sink.failed_at)
+        result["sinks"][name] = {
+            "ok": not failing and waiting <= grace, "delivered_seq": delivered, "behind_receipts": behind,
+            "behind_seconds": round(waiting, 1), "error": sink.error if failing else "",
+            "failing_since": _iso(sink.failed_at) if failing else None,
+        }
+    result["ok"] = all(s["ok"] for s in result["sinks"].values())
+    return result
+
+
+def witness_file_checkpoints() -> tuple[list[dict], list[str]]:
+    """The checkpoints in the witness file, and a reason for every line that is not one."""
+    path = Path(settings.WARRANT_WITNESS_FILE) if settings.WARRANT_WITNESS_FILE else None
+    if path is None or not path.exists():
+        return [], []
+    found, bad = [], []
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                document = json.loads(line)
+            except ValueError:
+                bad.append(f"line {number}: not JSON")
+                continue
+            if isinstance(document, dict):
+                found.append(document | {"_line": number})
+            else:
+                bad.append(f"line {number}: not a checkpoint object")
+    return found, bad
