@@ -53,3 +53,22 @@ def rate_limits_are_shared(app_configs, **kwargs):
              "WARRANT_CACHE_URL at Redis (e.g. redis://redis:6379/1) so that every process counts together.",
         id="governance.W004",
     )]
+
+
+@checks.register(checks.Tags.security)
+def receipts_can_be_signed(app_configs, **kwargs):
+    """Without a signing key no run can be sealed: refuse to start rather than fail every run's end."""
+    from runs import signing
+
+    try:
+        signing.signing_key()
+    except Exception as exc:  # the key's own error says what is wrong with it
+        return [checks.Error(str(exc), hint=signing.missing_key_message(), id="governance.E010")]
+    if settings.WARRANT_WITNESS_URL:
+        from runs.witness import witness_host_allowed
+
+        if not witness_host_allowed(settings.WARRANT_WITNESS_URL):
+            return [checks.Error("WARRANT_WITNESS_URL's host is not in WARRANT_WITNESS_ALLOWED_HOSTS",
+                                 hint="List the witness's host there: checkpoints are only sent where the platform "
+                                      "engineer allowed.", id="governance.E011")]
+    return []

@@ -305,6 +305,25 @@ WARRANT = {
     "PYTHON_TOOL_MODULES": [c.strip() for c in os.environ.get("WARRANT_PYTHON_TOOL_MODULES", "").split(",") if c.strip()],
 }
 
+# --- Receipts: the signing key and the witness (runs/signing.py, runs/witness.py) --------------
+# The Ed25519 key that signs receipts and checkpoints: a PEM file, or the key itself (PEM or base64
+# of its raw 32 bytes). Never in the database. Debug mode without either makes a demo key in var/.
+WARRANT_RECEIPT_SIGNING_KEY_FILE = os.environ.get("WARRANT_RECEIPT_SIGNING_KEY_FILE", "")
+WARRANT_RECEIPT_SIGNING_KEY = os.environ.get("WARRANT_RECEIPT_SIGNING_KEY", "")
+# Only a development server (DJANGO_DEBUG) may make itself a demo key when none is set.
+WARRANT_RECEIPT_DEMO_KEY = DEBUG
+# keys.json with the public keys retired by rotation: receipts they signed still verify.
+WARRANT_RECEIPT_PUBLIC_KEYS_FILE = os.environ.get("WARRANT_RECEIPT_PUBLIC_KEYS_FILE",
+                                                  str(DATA_DIR / "receipt-public-keys.json"))
+# The chain's head goes to the witness after every seal (0) or at most this often.
+WARRANT_WITNESS_INTERVAL_SECONDS = float(os.environ.get("WARRANT_WITNESS_INTERVAL_SECONDS", "0"))
+# Append-only JSON lines of signed checkpoints; "" turns the file sink off.
+WARRANT_WITNESS_FILE = os.environ.get("WARRANT_WITNESS_FILE", str(DATA_DIR / "witness.jsonl"))
+# An HTTP endpoint that receives each checkpoint as a JSON POST; its host must be listed below.
+WARRANT_WITNESS_URL = os.environ.get("WARRANT_WITNESS_URL", "")
+WARRANT_WITNESS_ALLOWED_HOSTS = tuple(
+    h.strip() for h in os.environ.get("WARRANT_WITNESS_ALLOWED_HOSTS", "").split(",") if h.strip())
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -26,7 +26,7 @@ from governance.permissions import reads_everything
 from runs import selectors
 from runs.access_log import receipt_access_record
 from runs.models import ApprovalRequest, Receipt, ReceiptAccess, Run, RunEvent, SideEffect
-from runs.receipts import receipt_verify, receipt_verify_chain, receipt_verify_since_checkpoint
+from runs.verification import receipt_verify, receipt_verify_chain, receipt_verify_since_checkpoint
 from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, export_part, receipts_export
 from runs.services import approval_decide, approval_expire_due, check_approval_decide
 from runs.templatetags.workbench import STATUS_TEXT, status_label
@@ -278,17 +278,19 @@ _page_chain: ContextVar = ContextVar("warrant_receipt_chain", default=None)
 
 
 def _chain_for(request):
-    """One verification of the chain per request, shared by every badge on the page: the receipts
-    after the last full verification's checkpoint (the "Verify the whole chain" button, the
-    verify_receipts command and the API's verify always start from #1)."""
+    """One verification of the chain per request, shared by every badge on the page: signatures and
+    links of the receipts after the newest signed checkpoint that matches the chain (the "Verify the
+    whole chain" button, the verify_receipts command and the API's verify check everything)."""
     if not hasattr(request, "_warrant_chain"):
         request._warrant_chain = receipt_verify_since_checkpoint()
     return request._warrant_chain
 
 
 def verification_badge(receipt: Receipt, chain) -> str:
-    if chain.valid or receipt.seq < chain.seq:
+    if chain.valid or (chain.seq is not None and receipt.seq < chain.seq):
         return format_html('<span class="wb-badge wb-ok">{}</span>', "Verified")
+    if chain.seq is None:
+        return format_html('<span class="wb-badge wb-warn">Unverifiable: {}</span>', chain.reason)
     if receipt.seq == chain.seq:
         return format_html('<span class="wb-badge wb-bad">BROKEN: {}</span>', chain.reason)
     return format_html('<span class="wb-badge wb-warn">Unverifiable: chain broken at #{}</span>', chain.seq)
@@ -421,11 +423,16 @@ class ReceiptAdmin(WorkbenchAdmin):
         receipt_access_record(user=request.user, action=ReceiptAccess.Action.VERIFY_CHAIN, receipts=receipts,
                               channel="admin")
         if result.valid:
-            self.message_user(request, f"Chain verified: all {result.checked} receipts intact, from #1 to the newest.",
-                              messages.SUCCESS)
-        else:
-            self.message_user(request, f"Chain BROKEN at receipt #{result.seq}: {result.reason}. "
-                                       f"{result.checked} receipt(s) before it are intact.", messages.ERROR)
+            self.message_user(request, f"Evidence verified: {result.reason}.", messages.SUCCESS)
+            return
+        shown = result.failures[:20]
+        self.message_user(request, f"Evidence BROKEN: {len(result.failures)} failure(s) in {result.checked} "
+                                   "receipt(s) read.", messages.ERROR)
+        for problem in shown:
+            self.message_user(request, str(problem), messages.ERROR)
+        if len(result.failures) > len(shown):
+            self.message_user(request, f"... and {len(result.failures) - len(shown)} more: run manage.py "
+                                       "verify_receipts for the whole list.", messages.ERROR)
 
     @admin.action(description="Verify the chain up to the selected receipts")
     def verify_chain(self, request, queryset):

@@ -13,7 +13,7 @@ from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.generics import GenericAPIView, ListAPIView
 from rest_framework.response import Response
 
-from runs import selectors
+from runs import selectors, signing
 from runs.access_log import receipt_access_record
 from runs.models import Receipt, Run
 from runs.receipts import receipt_verify
@@ -83,26 +83,74 @@ class ReceiptDetailApi(_Receipts, GenericAPIView):
         return Response(ReceiptOutputSerializer(receipt).data)
 
 
+class VerificationFailureSerializer(serializers.Serializer):
+    check = serializers.ChoiceField(choices=["chain", "signature", "run", "trace", "approvals", "completeness",
+                                             "checkpoints", "witness", "append_only"])
+    record = serializers.CharField(allow_null=True)
+    reason = serializers.CharField()
+    seq = serializers.IntegerField(allow_null=True)
+    receipt = serializers.UUIDField(allow_null=True)
+
+
 class VerificationSerializer(serializers.Serializer):
     valid = serializers.BooleanField()
     receipt = serializers.UUIDField(allow_null=True)
     seq = serializers.IntegerField(allow_null=True)
+    check = serializers.CharField(help_text="The first failed check ('' when valid).")
     reason = serializers.CharField()
+    failures = VerificationFailureSerializer(many=True)
 
 
 class ReceiptVerifyApi(_Receipts, GenericAPIView):
     serializer_class = VerificationSerializer
 
-    @extend_schema(operation_id="receipts_verify")
+    @extend_schema(operation_id="receipts_verify",
+                   description="The same verification as `manage.py verify_receipts`: signatures and links of the "
+                               "chain up to this receipt, its run's row, trace and approvals against it, runs that "
+                               "ended without a receipt, and the witness's checkpoints. Every failure is listed; one "
+                               "about a receipt or run you may not read says which check failed, not whose.")
     def get(self, request, receipt_id):
         receipt = get_object_or_404(self.get_queryset(), id=receipt_id)
         result = receipt_verify(receipt=receipt)
         receipt_access_record(user=request.user, action="verify", receipts=[receipt], channel="api")
-        named, seq = result.receipt, result.seq
-        if not result.valid and not self.get_queryset().filter(id=named).exists():
-            # The broken receipt belongs to someone else: say the chain is broken, not whose it is.
-            named, seq = None, None
-        return Response({"valid": result.valid, "receipt": named, "seq": seq, "reason": result.reason})
+        visible = set(map(str, self.get_queryset().filter(
+            id__in=[p.receipt for p in result.failures if p.receipt]).values_list("id", flat=True)))
+        shown_runs = set(map(str, selectors.runs_visible_to(request.user).filter(
+            id__in=[p.run for p in result.failures if p.run and not p.receipt]).values_list("id", flat=True)))
+        failures = []
+        for problem in result.failures:
+            if (problem.receipt and problem.receipt not in visible) or (problem.run and not problem.receipt
+                                                                         and problem.run not in shown_runs):
+                # Someone else's receipt or run: say which check failed, not whose.
+                failures.append({"check": problem.check, "record": None, "seq": None, "receipt": None,
+                                 "reason": "a record you may not read failed this check"})
+            else:
+                failures.append({"check": problem.check, "record": problem.record, "seq": problem.seq,
+                                 "receipt": problem.receipt, "reason": problem.reason})
+        first = failures[0] if failures else {"receipt": None, "seq": None, "check": "", "reason": result.reason}
+        return Response({"valid": result.valid, "receipt": first["receipt"], "seq": first["seq"],
+                         "check": first["check"], "reason": first["reason"], "failures": failures})
+
+
+class KeySerializer(serializers.Serializer):
+    key_id = serializers.CharField()
+    algorithm = serializers.ChoiceField(choices=["Ed25519"])
+    public_key = serializers.CharField(help_text="The raw 32-byte Ed25519 public key, base64.")
+    status = serializers.ChoiceField(choices=["active", "retired"])
+
+
+class KeySetSerializer(serializers.Serializer):
+    keys = KeySerializer(many=True)
+
+
+class ReceiptKeysApi(GenericAPIView):
+    """The public keys that verify receipts, checkpoints and bundles: the active one and every retired one."""
+
+    serializer_class = KeySetSerializer
+
+    @extend_schema(operation_id="receipts_keys")
+    def get(self, request):
+        return Response(signing.key_set_document())
 
 
 class JSONLinesRenderer(renderers.BaseRenderer):

@@ -35,8 +35,10 @@ from runs.freeze import governance_for
 from runs.models import ApprovalRequest, Run
 from runs.outbox import side_effect_execute
 from runs.receipts import receipt_seal
+from runs.witness import witness_catch_up
 from runs.states import TERMINAL, ErrorCode, RunStatus, check_transition
-from runs.statements import event_insert, update_sql
+from runs.statements import event_hash_sql, event_insert, update_sql
+from runs.trace import GENESIS, chain_event
 
 logger = logging.getLogger(__name__)
 MAX_INPUT_CHARS = 20_000
@@ -162,24 +164,40 @@ def _take_seqs(run: Run, count: int) -> int:
 
 def _write_events(run: Run, first_seq: int, events: list[tuple[int, str, dict]]) -> None:
     """Insert events, (step, kind, data) each, numbered from `first_seq` (reserved by the
-    caller), in one statement."""
+    caller), in one statement, each hash-chained to the one before it."""
     # The trace is written redacted (secrets, card numbers, emails as configured): the run's own
     # state keeps what it needs to resume, the receipt keeps digests.
     kinds, secrets = settings.WARRANT["REDACT"], redaction.env_secrets()
     # One plain multi-row INSERT: bulk_create's per-object machinery cost more than the write.
     fields, insert, placeholders = event_insert()
     run_id = fields[0].get_db_prep_save(run.id, connection)
-    now = fields[5].get_db_prep_save(timezone.now(), connection)
-    rows = [
-        (run_id, first_seq + index, step, kind,
-         fields[4].get_db_prep_save(redaction.redact(data, kinds=kinds, secrets=secrets), connection), now)
-        for index, (step, kind, data) in enumerate(events)
-    ]
+    now = fields[6].get_db_prep_save(timezone.now(), connection)
+    prev = _trace_head_at(run, run_id, first_seq - 1)
+    rows = []
+    for seq, (step, kind, data) in enumerate(events, start=first_seq):
+        data = redaction.redact(data, kinds=kinds, secrets=secrets)
+        prev, data = chain_event(prev=prev, seq=seq, step=step, kind=kind, data=data)
+        rows.append((run_id, seq, step, kind, fields[4].get_db_prep_save(data, connection), prev, now))
+    run.trace_head = (first_seq + len(events) - 1, prev)
     per_statement = max(1, (connection.features.max_query_params or 60_000) // len(fields))
     with connection.cursor() as cursor:
         for start in range(0, len(rows), per_statement):
             chunk = rows[start:start + per_statement]
             cursor.execute(insert + ", ".join([placeholders] * len(chunk)), [value for row in chunk for value in row])
+
+
+def _trace_head_at(run: Run, run_id, seq: int) -> str:
+    """The hash of the run's event #seq, the link the next event chains to. This process's last
+    write of the run knows it, unless another writer (a cancel, a decision) wrote since."""
+    if seq <= 0:
+        return GENESIS
+    known = getattr(run, "trace_head", None)
+    if known is not None and known[0] == seq:
+        return known[1]
+    with connection.cursor() as cursor:
+        cursor.execute(event_hash_sql(), [run_id, seq])
+        row = cursor.fetchone()
+    return row[0] if row else GENESIS
 
 
 def _event(run: Run, kind: str, data: dict, *, step: int | None = None) -> None:
@@ -552,7 +570,9 @@ def run_reconcile(*, queued_grace_seconds: int | None = None) -> dict:
     ).values_list("id", flat=True))
     for run_id in lost + stale:
         _enqueue(run_id)
-    return {"expired_approvals": expired, "lost_leases": len(lost), "stale_queued": len(stale)}
+    # A witness sink that was down when runs sealed is brought up to the chain's head.
+    caught_up = witness_catch_up()
+    return {"expired_approvals": expired, "lost_leases": len(lost), "stale_queued": len(stale), "witness": caught_up}
 
 
 def run_pick_up_if_lost(run: Run) -> bool:

@@ -33,7 +33,16 @@ def update_sql(values: tuple, add: tuple, where: tuple, returning: tuple) -> tup
 @lru_cache(maxsize=1)
 def event_insert() -> tuple[tuple, str, str]:
     """The event columns' fields, the INSERT up to VALUES, and one row's placeholders."""
-    fields = tuple(RunEvent._meta.get_field(name) for name in ("run", "seq", "step", "kind", "data", "created_at"))
+    fields = tuple(RunEvent._meta.get_field(name)
+                   for name in ("run", "seq", "step", "kind", "data", "hash", "created_at"))
     qn = connection.ops.quote_name
     insert = f"INSERT INTO {qn(RunEvent._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) VALUES "
     return fields, insert, f"({', '.join(['%s'] * len(fields))})"
+
+
+@lru_cache(maxsize=1)
+def event_hash_sql() -> str:
+    """The hash of one event of a run, by (run, seq): the unique index finds it."""
+    opts, qn = RunEvent._meta, connection.ops.quote_name
+    column = {name: qn(opts.get_field(name).column) for name in ("run", "seq", "hash")}
+    return f"SELECT {column['hash']} FROM {qn(opts.db_table)} WHERE {column['run']} = %s AND {column['seq']} = %s"

@@ -12,6 +12,7 @@ urlpatterns = [
     path("approvals/<uuid:approval_id>/deny/", api.ApprovalDenyApi.as_view(), name="approval-deny"),
     path("receipts/", receipts_api.ReceiptListApi.as_view(), name="receipt-list"),
     path("receipts/export/", receipts_api.ReceiptExportApi.as_view(), name="receipt-export"),
+    path("receipts/keys/", receipts_api.ReceiptKeysApi.as_view(), name="receipt-keys"),
     path("receipts/<uuid:receipt_id>/", receipts_api.ReceiptDetailApi.as_view(), name="receipt-detail"),
     path("receipts/<uuid:receipt_id>/verify/", receipts_api.ReceiptVerifyApi.as_view(), name="receipt-verify"),
 ]

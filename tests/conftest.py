@@ -77,12 +77,13 @@ def second_operator(demo):
 
 @pytest.fixture(autouse=True)
 def _postgres_flush_allowed(request):
-    """Let pytest-django flush PostgreSQL between transactional tests.
+    """Let pytest-django flush the database between transactional tests.
 
-    The append-only triggers refuse TRUNCATE on receipts and events, as they should in
-    production. A transactional test's teardown flushes with TRUNCATE, so just before it this
-    fixture (torn down first, since it depends on transactional_db) switches the session to
-    replica mode, which skips ordinary triggers; the next test switches it back.
+    The append-only triggers refuse TRUNCATE (PostgreSQL) and DELETE (SQLite) on receipts,
+    events and checkpoints, as they should in production. A transactional test's teardown
+    flushes, so just before it this fixture (torn down first, since it depends on
+    transactional_db) switches the PostgreSQL session to replica mode, which skips ordinary
+    triggers, or drops SQLite's (a test database's schema only); the next test restores them.
     """
     marker = request.node.get_closest_marker("django_db")
     transactional = (marker and marker.kwargs.get("transaction")) or "transactional_db" in request.fixturenames
@@ -92,6 +93,15 @@ def _postgres_flush_allowed(request):
     request.getfixturevalue("transactional_db")
     from django.db import connection
 
+    if connection.vendor == "sqlite":
+        from runs import append_only
+
+        with connection.cursor() as cursor:
+            append_only.sqlite_create(cursor)
+        yield
+        with connection.cursor() as cursor:
+            append_only.sqlite_drop(cursor)
+        return
     if connection.vendor != "postgresql":
         yield
         return
