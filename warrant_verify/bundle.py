@@ -166,8 +166,9 @@ def _receipts(files, chain: dict, keys: dict, workers: int, complete: bool, repo
     elif complete and head_seq != result.head_seq:
         report.fail("manifest.json", "chain", f"the period runs to the head, but the head is seq {head_seq} "
                     f"and the bundle stops at seq {result.head_seq}: the tail was left out")
-    if head_seq == result.head_seq and records and head_hash != result.head_hash:
-        report.fail("manifest.json", "chain", "head_hash is not the last receipt's hash")
+    if head_seq == result.head_seq and head_hash != result.head_hash:
+        report.fail("manifest.json", "chain", "head_hash is not the last receipt's hash"
+                    if records else "head_hash is not start_prev_hash, yet the bundle holds no receipt")
     bodies: dict[str, tuple[str, dict]] = {}
     for record in records:
         try:

@@ -9,6 +9,7 @@ import os
 import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from multiprocessing import get_context
 
 from . import jcs
@@ -255,11 +256,22 @@ def verify_checkpoints(checkpoints, *, keys: dict, hash_at, first_seq: int, last
                 failures.append(Failure(file, where, f"signed head for seq {seq} differs from receipt {seq}'s hash: "
                                         "the chain was rewritten after this checkpoint"))
         elif seq > last_seq and complete:
-            at = checkpoint.get("at")
-            if not (made_at and isinstance(at, str) and at > made_at):
+            at, made = parse_time(checkpoint.get("at")), parse_time(made_at)
+            if not (at and made and at > made):
                 failures.append(Failure(file, where, f"checkpoint at seq {seq} is past the bundle's last receipt "
                                         f"(seq {last_seq}, head {head_seq}): the chain's tail was cut off"))
     return failures
+
+
+def parse_time(text) -> datetime | None:
+    """An ISO 8601 time with an offset or "Z"; None for anything else (never trusted as "later")."""
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else None
 
 
 def parse_jsonl(data: bytes, file: str) -> tuple[list[tuple[int, dict]], list[Failure]]:

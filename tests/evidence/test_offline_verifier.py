@@ -375,3 +375,23 @@ def test_the_verifier_runs_in_a_fresh_venv_with_only_cryptography(tmp_path, ledg
     assert tampered.returncode == 1
     assert tampered.stdout.startswith(f"approvals.jsonl: approval {ledger.approvals[0]['id']}: decided_by differ")
     assert "Traceback" not in tampered.stderr
+
+
+def test_an_empty_bundle_passes(tmp_path, capsys):
+    ledger = Ledger()
+    code, out = verify(capsys, write_bundle(ledger, tmp_path / "empty"))
+    assert code == 0 and out[0].startswith("intact: empty: 0 receipts (seq 1-0), 0 runs"), out
+
+
+def test_a_witness_checkpoint_with_an_unreadable_time_is_never_taken_as_newer(tmp_path, capsys, ledger):
+    from tests.evidence.bundles import sign
+    from warrant_verify.messages import checkpoint_message
+
+    bundle = write_bundle(ledger, tmp_path / "bundle", period_to=None)
+    late = ledger.checkpoint(9, "e" * 64)
+    late["at"] = "tomorrow"
+    late["signature"] = sign(ledger.key, checkpoint_message({k: v for k, v in late.items() if k != "signature"}))
+    ledger.witness.append(late)
+    code, out = verify(capsys, bundle, "--witness", write_witness(ledger, tmp_path / "witness.jsonl"))
+    assert code == 1 and out == ["witness.jsonl: checkpoint 9: checkpoint at seq 9 is past the bundle's last receipt "
+                                 "(seq 4, head 4): the chain's tail was cut off"]
