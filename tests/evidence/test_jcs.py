@@ -108,3 +108,20 @@ def test_receipt_message_is_the_canonical_form_of_its_fields(fields):
     from warrant_verify.messages import RECEIPT_DOMAIN, receipt_message
 
     assert receipt_message(**fields) == RECEIPT_DOMAIN + rfc8785.dumps(fields)
+
+
+def test_the_worked_example_in_docs_evidence_md_is_what_the_code_computes():
+    import hashlib
+    from pathlib import Path
+
+    from warrant_verify.messages import GENESIS, receipt_hash
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "evidence.md").read_text(encoding="utf-8")
+    value = {"run_id": "3f6c1a52-9b1e-4c8e-a0d2-5e7f0c4b9a11", "v": 2,
+             "totals": {"wall_ms": 1312, "ratio": 0.5, "big": 1e21, "tiny": 1e-7},
+             "reason": "ok\tcaf\u00e9", "\U0001F511": "key emoji", "\ue000": "private use"}
+    canonical = canonicalize(value)
+    assert canonical == rfc8785.dumps(value) and len(canonical) == 177
+    assert canonical.decode("utf-8") + "\n" in doc
+    assert f"sha256 = {hashlib.sha256(canonical).hexdigest()}" in doc
+    assert receipt_hash(GENESIS, canonical.decode("utf-8")) in doc
