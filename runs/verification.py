@@ -159,29 +159,26 @@ def _completeness() -> list[Problem]:
             for run_id, status in missing.order_by("finished_at", "id")[:1000]]
 
 
-def _checkpoints() -> tuple[list[dict], list[str], list[Problem]]:
-    """(documents, labels, problems of unreadable lines) of the database's checkpoints and the witness file."""
-    documents, labels, problems = [], [], []
-    for point in ReceiptCheckpoint.objects.order_by("seq"):
-        documents.append(point.document())
-        labels.append(f"runs_receiptcheckpoint #{point.seq}")
+def _checkpoints() -> tuple[dict[str, list[dict]], list[Problem]]:
+    """The checkpoints to hold the chain against, by where they are (the database's copies, the
+    witness file), and a problem for each witness line that is not one."""
+    documents = {"checkpoints": [point.document() for point in ReceiptCheckpoint.objects.order_by("seq")]}
     lines, bad = witness.witness_file_checkpoints()
-    for document in lines:
-        labels.append(f"witness file line {document.pop('_line')}")
-        documents.append(document)
-    problems += [Problem("witness", "witness file", reason) for reason in bad]
-    return documents, labels, problems
+    documents["witness"] = lines
+    return documents, [Problem("witness", "witness file", reason) for reason in bad]
 
 
-def _checkpoint_problems(documents, labels, *, keys, hash_at, head_seq, made_at) -> list[Problem]:
+_WHERE = {"checkpoints": "runs_receiptcheckpoint", "witness": "witness file"}
+
+
+def _checkpoint_problems(documents: dict, *, keys, hash_at, head_seq, made_at) -> list[Problem]:
     problems = []
-    failures = chain.verify_checkpoints(documents, keys=keys, hash_at=hash_at, first_seq=1, last_seq=head_seq,
-                                        head_seq=head_seq, complete=True, made_at=made_at, labels=labels,
-                                        file="checkpoints")
-    for failure in failures:
-        check = "witness" if failure.record.startswith("witness") else "checkpoints"
-        label = next((label for label in labels if failure.record == label), failure.record)
-        problems.append(Problem(check, label, failure.reason))
+    for check, found in documents.items():
+        labels = [f"{_WHERE[check]} line {d.pop('_line')}" if "_line" in d else _WHERE[check] for d in found]
+        for failure in chain.verify_checkpoints(found, keys=keys, hash_at=hash_at, first_seq=1, last_seq=head_seq,
+                                                head_seq=head_seq, complete=True, made_at=made_at, labels=labels,
+                                                file=check):
+            problems.append(Problem(check, f"{_WHERE[check]}: {failure.record}", failure.reason))
     return problems
 
 
@@ -190,8 +187,8 @@ def verify(*, upto_seq: int | None = None, receipt: Receipt | None = None) -> Ve
     chain (the witness, runs without a receipt, the triggers)."""
     made_at = witness._iso(timezone.now())
     keys = signing.key_set()
-    documents, labels, problems = _checkpoints()
-    wanted = {d.get("seq") for d in documents if isinstance(d, dict)}
+    documents, problems = _checkpoints()
+    wanted = {d.get("seq") for found in documents.values() for d in found}
     if receipt is not None:
         upto_seq = receipt.seq
     checked, head_seq, _head, walked, hashes = _walk(keys=keys, upto_seq=upto_seq, want_hashes=wanted,
@@ -205,7 +202,7 @@ def verify(*, upto_seq: int | None = None, receipt: Receipt | None = None) -> Ve
     actual = Receipt.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
     missing = [seq for seq in wanted if isinstance(seq, int) and seq not in hashes]
     hashes.update(dict(Receipt.objects.filter(seq__in=missing).values_list("seq", "hash")))
-    problems += _checkpoint_problems(documents, labels, keys=keys, hash_at=hashes, head_seq=actual, made_at=made_at)
+    problems += _checkpoint_problems(documents, keys=keys, hash_at=hashes, head_seq=actual, made_at=made_at)
     problems += _completeness()
     problems += [Problem("append_only", name, "the append-only trigger is missing or disabled")
                  for name in append_only.missing(connection)]
