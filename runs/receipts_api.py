@@ -1,20 +1,23 @@
 """Receipts over the API: read, verify, export. Read-only by construction: no write verbs exist."""
 
 import json
+from datetime import timezone
 
 import django_filters
 from django import forms
+from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import renderers, serializers
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.generics import GenericAPIView, ListAPIView
 from rest_framework.response import Response
 
 from runs import selectors, signing
 from runs.access_log import receipt_access_record
+from runs.evidence import EvidenceAccessDenied, EvidencePeriodError, evidence_bundle_stream, evidence_period_bound
 from runs.models import Receipt, Run
 from runs.receipts import receipt_verify
 from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, export_part, receipts_export
@@ -175,6 +178,21 @@ class CSVRenderer(renderers.BaseRenderer):
         return receipts_export(data, format="csv").encode()
 
 
+class ZipRenderer(renderers.BaseRenderer):
+    """format=bundle: the view answers the zip itself, streamed; this renders its errors only."""
+
+    media_type = "application/zip"
+    format = "bundle"
+    charset = None
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return json.dumps(data).encode()
+
+
+API_EXPORT_FORMATS = (*EXPORT_FORMATS, "bundle")
+BUNDLE_PARAMETERS = ("created_after", "created_before")
+
+
 class ExportResponse(Response):
     """An export keeps its Content-Type when it is empty (DRF drops it from an empty body)."""
 
@@ -191,17 +209,43 @@ class ExportNegotiation(DefaultContentNegotiation):
 
     def select_renderer(self, request, renderers, format_suffix=None):
         values = request.query_params.getlist("format")
-        if len(values) != 1 or values[0] not in EXPORT_FORMATS:
-            raise ValidationError({"format": [f"Give format once: {' or '.join(EXPORT_FORMATS)}."]})
+        if len(values) != 1 or values[0] not in API_EXPORT_FORMATS:
+            raise ValidationError({"format": [f"Give format once: {', '.join(API_EXPORT_FORMATS)}."]})
         return super().select_renderer(request, renderers, format_suffix)
 
 
+def _bundle_bounds(query) -> dict:
+    """created_after and created_before of a bundle, each once and a date; nothing else may narrow it."""
+    errors, bounds = {}, {}
+    for name in query:
+        if name not in ("format", *BUNDLE_PARAMETERS):
+            errors[name] = ["A bundle holds every receipt of its period: choose it by created_after and "
+                            "created_before only."]
+    for name in BUNDLE_PARAMETERS:
+        values = query.getlist(name)
+        if len(values) > 1:
+            errors[name] = ["Give it once."]
+        elif values:
+            try:
+                bounds[name] = evidence_period_bound(text=values[0], name=name)
+            except EvidencePeriodError as exc:
+                errors[name] = [str(exc)]
+    if errors:
+        raise ValidationError(errors)
+    return bounds
+
+
+def _stamp(value) -> str:
+    return value.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ") if value else ""
+
+
 class ReceiptExportApi(_Receipts, GenericAPIView):
-    """Export receipts as JSON lines (each line the canonical body with its chain fields) or CSV."""
+    """Export receipts as JSON lines (each line the canonical body with its chain fields) or CSV, or a
+    period's evidence bundle (a zip the offline verifier checks)."""
 
     serializer_class = ReceiptOutputSerializer
     filterset_class = ReceiptFilter
-    renderer_classes = [renderers.JSONRenderer, JSONLinesRenderer, CSVRenderer]  # JSON first: errors render as JSON
+    renderer_classes = [renderers.JSONRenderer, JSONLinesRenderer, CSVRenderer, ZipRenderer]  # JSON first: errors
     content_negotiation_class = ExportNegotiation
 
     def finalize_response(self, request, response, *args, **kwargs):
@@ -214,10 +258,18 @@ class ReceiptExportApi(_Receipts, GenericAPIView):
         operation_id="receipts_export",
         description=f"At most {EXPORT_LIMIT:,} receipts per file, in chain order. When the selection holds more, "
                     "`Warrant-Export-Complete` is `false` and the `Link` header (rel=\"next\") names the next part: "
-                    "the same query with `seq_after` set to the last receipt's seq.",
-        responses={(200, "application/x-ndjson"): OpenApiTypes.STR, (200, "text/csv"): OpenApiTypes.STR},
+                    "the same query with `seq_after` set to the last receipt's seq.\n\n"
+                    "`format=bundle` answers the evidence bundle of a period as a zip, whole, for compliance "
+                    "(or a superuser): the receipts of the runs that finished at or after `created_after` and "
+                    "before `created_before` (ISO 8601 dates or dates and times, UTC unless they say; either "
+                    "may be left out), as one gap-free piece of the chain, with their runs, trace events, "
+                    "approvals, the signed checkpoints, the policy versions in force, the public keys, a summary "
+                    "page and a signed manifest. No other filter applies to a bundle. "
+                    "Check it offline with `python -m warrant_verify BUNDLE.zip`.",
+        responses={(200, "application/x-ndjson"): OpenApiTypes.STR, (200, "text/csv"): OpenApiTypes.STR,
+                   (200, "application/zip"): OpenApiTypes.BINARY},
         parameters=[
-            OpenApiParameter("format", str, enum=list(EXPORT_FORMATS), required=True),
+            OpenApiParameter("format", str, enum=list(API_EXPORT_FORMATS), required=True),
             OpenApiParameter("seq_after", {"type": "integer", "minimum": 0, "maximum": MAX_SEQ},
                              description="Only receipts after this one in the chain: how the next part is read."),
             OpenApiParameter("Warrant-Export-Complete", str, OpenApiParameter.HEADER, response=[200], required=True,
@@ -226,6 +278,8 @@ class ReceiptExportApi(_Receipts, GenericAPIView):
                              description='The next part, `<url>; rel="next"`, when the export is not complete.'),
         ])
     def get(self, request):
+        if request.accepted_renderer.format == "bundle":
+            return self._bundle(request)
         data, more = export_part(self.filter_queryset(self.get_queryset()))
         receipt_access_record(user=request.user, action="export", receipts=data, channel="api",
                               format=request.accepted_renderer.format, query=request.META.get("QUERY_STRING", ""))
@@ -237,3 +291,15 @@ class ReceiptExportApi(_Receipts, GenericAPIView):
             query["seq_after"] = str(data[-1].seq)
             headers["Link"] = f'<{request.build_absolute_uri(request.path)}?{query.urlencode()}>; rel="next"'
         return ExportResponse(data, headers=headers)
+
+    def _bundle(self, request):
+        bounds = _bundle_bounds(request.query_params)
+        try:
+            plan, chunks = evidence_bundle_stream(**bounds, requested_by=request.user, channel="api")
+        except EvidencePeriodError as exc:
+            raise ValidationError({"created_before": [str(exc)]}) from exc
+        except EvidenceAccessDenied as exc:
+            raise PermissionDenied(str(exc)) from exc
+        name = "-".join(filter(None, ["warrant-evidence", _stamp(plan.period_from), _stamp(plan.period_to)]))
+        return StreamingHttpResponse(chunks, content_type="application/zip", headers={
+            "Content-Disposition": f'attachment; filename="{name}.zip"', "Warrant-Export-Complete": "true"})

@@ -148,7 +148,7 @@ def test_an_export_larger_than_a_file_comes_in_parts_that_say_so(operator, compl
 def test_the_export_schema_says_how_to_read_the_next_part(compliance):
     operation = compliance.get("/api/v1/schema/?format=json").json()["paths"]["/api/v1/receipts/export/"]["get"]
     params = {p["name"]: p for p in operation["parameters"]}
-    assert params["format"]["schema"]["enum"] == ["csv", "jsonl"] and params["format"]["required"] is True
+    assert params["format"]["schema"]["enum"] == ["bundle", "csv", "jsonl"] and params["format"]["required"] is True
     assert params["seq_after"]["schema"] == {"type": "integer", "minimum": 0, "maximum": 2147483647}
     headers = operation["responses"]["200"]["headers"]
     assert headers["Warrant-Export-Complete"]["required"] is True and "Link" in headers
