@@ -3,21 +3,26 @@
 Every decision names the policy, its version and what matched. Anything that cannot be
 evaluated raises PolicyEvaluationError, and the harness fails the run closed.
 
+Texts are matched as a person reads them (governance.text.normalize): keywords on the text's
+key (confusables, fullwidth forms, invisible characters and stray combining marks undone, case
+folded), regexes on the text as sent, on its NFKC form and on its key, on RE2
+(governance.patterns: linear time, whatever the pattern). A decision quotes the input as sent.
+
 A set of policies is compiled once into a PolicyIndex: policies sorted by type and priority,
 their soundness checked, and every keyword in one automaton (governance.keyword_index). An
-input is then scanned once, whatever the number of policies; only the policies whose keywords
-occur, those with a regex and those that match every text are looked at. The module-level
-functions take a list of specs or an index, and answer exactly alike.
+input is then normalised and scanned once, whatever the number of policies; only the policies
+whose keywords occur, those with a regex and those that match every text are looked at. The
+module-level functions take a list of specs or an index, and answer exactly alike.
 """
 
 import hashlib
 import json
-import re
 from dataclasses import asdict, dataclass, field
 from collections import OrderedDict
-from functools import lru_cache
 
-from governance.keyword_index import KeywordIndex, word_pattern
+from governance.keyword_index import KeywordIndex, occurs
+from governance.patterns import PatternError, compile_pattern, pattern_problem
+from governance.text import Normalized, normalize
 
 TYPES = ("intent_guard", "playbook", "tool_guide", "tool_approval", "output_formatter")
 ALL_TOOLS = "*"
@@ -66,15 +71,21 @@ class Decision:
     version: int
     type: str
     matched: tuple[str, ...] = field(default_factory=tuple)
+    # The words of the input that fired it, as sent (the keyword may have been written with
+    # Cyrillic letters or zero-width spaces in it): what the person reviewing it should see.
+    quoted: tuple[str, ...] = field(default_factory=tuple)
 
     def explain(self) -> dict:
-        return {
+        explained = {
             "policy_id": self.policy_id,
             "policy": self.policy_name,
             "version": self.version,
             "type": self.type,
             "matched": list(self.matched),
         }
+        if self.quoted:
+            explained["quoted"] = list(self.quoted)
+        return explained
 
 
 def snapshot_sha256(specs: list[PolicySpec]) -> str:
@@ -82,12 +93,11 @@ def snapshot_sha256(specs: list[PolicySpec]) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-@lru_cache(maxsize=1024)
-def _compile(policy: str, pattern: str) -> re.Pattern:
+def _compile(policy: str, pattern: str):
     try:
-        return re.compile(pattern, re.IGNORECASE)
-    except re.error as exc:
-        raise PolicyEvaluationError(policy, f"invalid regex {pattern!r}: {exc}") from None
+        return compile_pattern(pattern)
+    except PatternError as exc:
+        raise PolicyEvaluationError(policy, f"regex {pattern!r}: {exc}") from None
 
 
 def validate(spec: PolicySpec) -> list[str]:
@@ -99,11 +109,8 @@ def validate(spec: PolicySpec) -> list[str]:
         problems.append(f"match_mode must be 'any' or 'all', not {spec.match_mode!r}")
     if any(not isinstance(k, str) or not k.strip() for k in spec.keywords):
         problems.append("keywords must be non-empty strings")
-    if spec.regex:
-        try:
-            re.compile(spec.regex)
-        except re.error as exc:
-            problems.append(f"invalid regex: {exc}")
+    if spec.regex and (problem := pattern_problem(spec.regex)):
+        problems.append(problem)
     if spec.type in ("intent_guard", "playbook") and not (spec.keywords or spec.regex):
         problems.append(f"a {spec.type} needs keywords or a regex to match on")
     if spec.type in ("tool_guide", "tool_approval") and not spec.target_tools:
@@ -124,24 +131,37 @@ def match_text(spec: PolicySpec, text: str) -> tuple[str, ...] | None:
 
     A policy with neither keywords nor regex matches every text (formatters, tool rules).
     """
-    return _match(spec, text, {k for k in spec.keywords if word_pattern(k).search(text)})
+    normalized = normalize(text)
+    found = {k: span for k in spec.keywords if (span := occurs(normalized, k)) is not None}
+    fired = _match(spec, normalized, found)
+    return None if fired is None else fired[0]
 
 
-def _match(spec: PolicySpec, text: str, found) -> tuple[str, ...] | None:
-    """match_text, given the set of keywords known to occur in `text` (as whole words)."""
+# The views a regex is tried on, in order: as sent (a pattern that always matched still does),
+# NFKC without invisible characters, and as an ASCII reader reads it (lookalikes of what the
+# pattern spells). Not the key: its skeleton spells "from" as "frorn".
+_REGEX_VIEWS = ("original", "plain", "read")
+
+
+def _match(spec: PolicySpec, text: Normalized, found: dict) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(matched, quoted) for `spec` on `text`, given the keywords known to occur in it (as
+    whole words, with their spans in its key); None when it does not fire."""
     if spec.match_mode not in ("any", "all"):
         raise PolicyEvaluationError(spec.name, f"unknown match mode {spec.match_mode!r}")
     hits = tuple(k for k in spec.keywords if k in found)
     if spec.keywords:
         wanted = len(spec.keywords) if spec.match_mode == "all" else 1
         if len(hits) >= wanted:
-            return hits
+            return hits, tuple(dict.fromkeys(text.quote("key", *found[k]) for k in hits))
     if spec.regex:
-        matched = _compile(spec.name, spec.regex).search(text)
-        if matched:
-            return (f"regex:{matched.group(0)}",)
+        pattern = _compile(spec.name, spec.regex)
+        for view in _REGEX_VIEWS:
+            matched = pattern.search(text.view(view))
+            if matched:
+                quoted = text.quote(view, *matched.span())
+                return (f"regex:{quoted}",), (quoted,)
     if not spec.keywords and not spec.regex:
-        return ()
+        return (), ()
     return None
 
 
@@ -201,15 +221,28 @@ class PolicyIndex:
                     keywords.extend(spec.keywords)
             self._unsound_at[type_], self._always_at[type_], self._owners[type_] = unsound, always, owners
         self._keywords = KeywordIndex(keywords)
-        self._last_found: tuple[str, frozenset] | None = None
+        self._last_found: tuple[str, Normalized, dict] | None = None
 
-    def _found(self, text: str) -> frozenset:
+    def _found(self, text: str) -> tuple[Normalized, dict]:
+        """The text's views and the keywords found in it; a run asks about its input several
+        times (guard, playbooks, formatter, each tool call), which is normalised and scanned once."""
         last = self._last_found
         if last is not None and last[0] == text:
-            return last[1]
-        found = self._keywords.found(text)
-        self._last_found = (text, found)
-        return found
+            return last[1], last[2]
+        normalized = normalize(text)
+        found = self._keywords.found(normalized)
+        self._last_found = (text, normalized, found)
+        return normalized, found
+
+    def _decide(self, spec: PolicySpec, text: str, *, first: tuple[str, ...] = ()) -> Decision | None:
+        if not spec.keywords and not spec.regex:  # fires on every text: nothing to read
+            return Decision(spec.id, spec.name, spec.version, spec.type, first)
+        normalized, found = self._found(text)
+        fired = _match(spec, normalized, found)
+        if fired is None:
+            return None
+        matched, quoted = fired
+        return Decision(spec.id, spec.name, spec.version, spec.type, (*first, *matched), quoted)
 
     def _checked(self, spec: PolicySpec) -> PolicySpec:
         problem = self._problems.get(id(spec))
@@ -235,16 +268,13 @@ class PolicyIndex:
         positions = set(self._always_at[type_])
         owners = self._owners[type_]
         if owners:
-            for keyword in self._found(text):
+            for keyword in self._found(text)[1]:
                 positions.update(owners.get(keyword, ()))
         fired = []
         for position in sorted(positions):
             spec = ordered[position]
-            if not applies_to_agent(spec, agent):
-                continue
-            matched = _match(spec, text, self._found(text) if spec.keywords else ())
-            if matched is not None:
-                fired.append((spec, Decision(spec.id, spec.name, spec.version, spec.type, matched)))
+            if applies_to_agent(spec, agent) and (decision := self._decide(spec, text)) is not None:
+                fired.append((spec, decision))
         return fired
 
     def tool_guides(self, *, agent: str, tool: str) -> list[tuple[PolicySpec, Decision]]:
@@ -258,9 +288,9 @@ class PolicyIndex:
         for spec in self._active("tool_approval"):
             if not applies_to_agent(spec, agent) or not targets_tool(self._checked(spec), tool):
                 continue
-            matched = _match(spec, text, self._found(text) if spec.keywords else ())
-            if matched is not None:
-                return spec, Decision(spec.id, spec.name, spec.version, spec.type, (tool, *matched))
+            decision = self._decide(spec, text, first=(tool,))
+            if decision is not None:
+                return spec, decision
         return None
 
 

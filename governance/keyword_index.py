@@ -1,86 +1,49 @@
 """Which of many keywords occur in a text, as whole words: one Aho-Corasick pass, not a loop.
 
-Pure. The automaton only proposes candidates, each at a position; a candidate that is not
-plainly inside a longer word is confirmed by the same whole-word regular expression the engine
-has always used (`word_pattern`), anchored at its position in the text. So the answer is
-exactly the answer of searching every keyword one by one, at the cost of one pass over the
-text plus one anchored match per candidate.
-
-For the automaton never to miss a match, text and keywords are folded the way `re.IGNORECASE`
-compares characters: a character's simple lowercase, then one representative for each class
-of the extra equivalences `re` knows (ı/i, ſ/s, K/k, ...), one character for one. Whitespace
-runs are scanned as one space (a phrase's words match across any run), and positions are
-mapped back to the text for the confirming match.
+Pure. Text and keywords are compared by their keys (governance.text: NFKC, invisible
+characters and generic combining marks gone, casefolded, confusables mapped to their UTS #39
+prototype, whitespace runs as one space), so "ＳＡＬＡＲＹ", "ѕаlаrу" (Cyrillic) and "sal\\u00adary"
+are all the keyword "salary", and a phrase's words match across any run of whitespace. The
+text is normalised once however many policies look at it; the automaton then proposes each
+occurrence, and one that is inside a longer word ("drop" in "dropdown") is dropped.
 """
-
-import re
-from bisect import bisect_right
-from functools import lru_cache
 
 import ahocorasick
 
-try:  # the tables `re` itself compiles IGNORECASE literals with (CPython 3.11+)
-    from _sre import unicode_tolower as _tolower
-    from re._casefix import _EXTRA_CASES
-except ImportError:  # pragma: no cover - another implementation: fold with str.lower, still confirmed by regex
-    _EXTRA_CASES = {}
-
-    def _tolower(code: int) -> int:
-        lowered = chr(code).lower()
-        return ord(lowered) if len(lowered) == 1 else code
+from governance.text import Normalized, fold, normalize
 
 
-@lru_cache(maxsize=1024)
-def word_pattern(phrase: str) -> re.Pattern:
-    """Whole words only: "drop" must not match "dropdown". Inner whitespace matches any run."""
-    words = [re.escape(w) for w in phrase.split()]
-    return re.compile(r"(?<!\w)" + r"\s+".join(words) + r"(?!\w)", re.IGNORECASE)
+def _is_word(char: str) -> bool:
+    # What `\w` is to Python's re on str: letters, digits of any script, and the underscore.
+    return char.isalnum() or char == "_"
 
 
-class _FoldTable(dict):
-    """str.translate table, filled on first sight of each character."""
-
-    def __missing__(self, code: int) -> int:
-        lower = _tolower(code)
-        folded = min((lower, *_EXTRA_CASES.get(lower, ())))
-        self[code] = folded
-        return folded
+def _whole_word(key: str, start: int, end: int) -> bool:
+    """Whether key[start:end] stands alone: no word character just before or just after."""
+    return not ((start and _is_word(key[start - 1])) or (end < len(key) and _is_word(key[end])))
 
 
-_FOLD = _FoldTable()
-
-
-def fold(text: str) -> str:
-    # ASCII folds to its lowercase: an ASCII letter is the smallest member of its class.
-    return text.lower() if text.isascii() else text.translate(_FOLD)
-
-
-# A folded character among these came from a character `\w` matches (letters fold to letters).
-_ASCII_WORD = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
-
-
-def _positions(folded: str):
-    """Position in the whitespace-joined text -> position in `folded` (and so in the text)."""
-    joined_starts, starts, at = [], [], 0
-    for token in re.finditer(r"\S+", folded):
-        joined_starts.append(at)
-        starts.append(token.start())
-        at += token.end() - token.start() + 1
-
-    def to_text(position: int) -> int:
-        i = bisect_right(joined_starts, position) - 1
-        return starts[i] + position - joined_starts[i]
-
-    return to_text
+def occurs(text: Normalized, keyword: str) -> tuple[int, int] | None:
+    """Where `keyword` first occurs in `text` as a whole word (a span of text.key), or None.
+    One keyword at a time: what the index answers for many at once."""
+    wanted = fold(keyword)
+    if not wanted:
+        return None
+    at = text.key.find(wanted)
+    while at != -1:
+        if _whole_word(text.key, at, at + len(wanted)):
+            return at, at + len(wanted)
+        at = text.key.find(wanted, at + 1)
+    return None
 
 
 class KeywordIndex:
     """Built once from a set of keywords; answers which of them occur in a text."""
 
     def __init__(self, keywords):
-        self._by_key: dict[str, list[str]] = {}  # folded, whitespace-joined -> the keywords as given
+        self._by_key: dict[str, list[str]] = {}  # key -> the keywords as given
         for keyword in dict.fromkeys(keywords):
-            key = " ".join(fold(keyword).split())
+            key = fold(keyword)
             if key:
                 self._by_key.setdefault(key, []).append(keyword)
         self._automaton = None
@@ -89,31 +52,26 @@ class KeywordIndex:
             for key in self._by_key:
                 self._automaton.add_word(key, key)
             self._automaton.make_automaton()
-        self._patterns: dict[str, re.Pattern] = {}
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._by_key.values())
 
-    def _pattern(self, keyword: str) -> re.Pattern:
-        pattern = self._patterns.get(keyword)
-        if pattern is None:
-            pattern = self._patterns[keyword] = word_pattern.__wrapped__(keyword)
-        return pattern
-
-    def found(self, text: str) -> frozenset[str]:
-        """The keywords (as given) that occur in `text` as whole words, case-insensitively."""
-        if self._automaton is None or not text:
-            return frozenset()
-        folded = fold(text)
-        scanned = " ".join(folded.split())
-        to_text = None if scanned == folded else _positions(folded)
-        found, last = set(), len(scanned) - 1
-        for end, key in self._automaton.iter(scanned):
-            start = end - len(key) + 1
-            if (start and scanned[start - 1] in _ASCII_WORD) or (end < last and scanned[end + 1] in _ASCII_WORD):
-                continue  # inside a longer word: the regex's (?<!\w) or (?!\w) refuses it too
-            at = start if to_text is None else to_text(start)
-            for keyword in self._by_key[key]:
-                if keyword not in found and self._pattern(keyword).match(text, at):
-                    found.add(keyword)
-        return frozenset(found)
+    def found(self, text: "str | Normalized") -> dict[str, tuple[int, int]]:
+        """The keywords (as given) that occur in `text` as whole words, each with the span of
+        its first occurrence in the text's key (``Normalized.quote("key", ...)`` gives the
+        words as sent)."""
+        if isinstance(text, str):
+            text = normalize(text)
+        key = text.key
+        if self._automaton is None or not key:
+            return {}
+        found: dict[str, tuple[int, int]] = {}
+        seen: set[str] = set()
+        for end, hit in self._automaton.iter(key):
+            start = end - len(hit) + 1
+            if hit in seen or not _whole_word(key, start, end + 1):
+                continue
+            seen.add(hit)
+            for keyword in self._by_key[hit]:
+                found[keyword] = (start, end + 1)
+        return found

@@ -1,6 +1,9 @@
-"""Text as a person reads it: UTS #39 skeletons, mixed-script and confusable checks.
+"""Text as a person reads it: normalisation for matching, UTS #39 skeletons, mixed-script and
+confusable checks.
 
-Pure Python, no Django. The confusables table, the script data and the skeleton algorithm
+`normalize` gives the views that intent guards, keyword policies, policy regexes and the
+injection screen match on, each with a map back to the text as sent, so that a decision quotes
+what the person wrote, not the normalised form. Pure Python, no Django. The confusables table, the script data and the skeleton algorithm
 come from ICU (PyICU, via the ``pyicu-wheels`` build that bundles ICU 77 / Unicode 16 data in
 the wheel), the reference implementation of Unicode Technical Standard #39. Nothing is
 downloaded at run time.
@@ -8,6 +11,7 @@ downloaded at run time.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import unicodedata
 from urllib.parse import urlsplit
@@ -28,6 +32,169 @@ _HAN_FAMILY = {
     icu.UScriptCode.HANGUL: {"Hang", "Kore"},
     icu.UScriptCode.BOPOMOFO: {"Bopo", "Hanb"},
 }
+
+
+_DEFAULT_IGNORABLE = icu.UProperty.DEFAULT_IGNORABLE_CODE_POINT
+
+
+def _invisible(char: str) -> bool:
+    # Format characters (soft hyphen, ZWSP/ZWJ/ZWNJ, bidi controls, tag characters) and the other
+    # default-ignorables (variation selectors, the combining grapheme joiner, Hangul fillers):
+    # a reader sees nothing, a naive substring match sees a wall.
+    return unicodedata.category(char) == "Cf" or icu.Char.hasBinaryProperty(char, _DEFAULT_IGNORABLE)
+
+
+def _generic_mark(char: str) -> bool:
+    # Combining marks of no script of their own (accents, strokes, underlines, zalgo stacks):
+    # dropped, so "s̲a̲l̲a̲r̲y̲" and "salary" compare equal. Marks that belong to a script (Indic
+    # vowel signs, for one) carry meaning and are kept.
+    return unicodedata.category(char) in ("Mn", "Me") and icu.Script.getScript(char).getScriptCode() == _INHERITED
+
+
+class _Table(dict):
+    """A str.translate table that fills itself, one character at a time, up to a bound (a
+    text of every code point must not grow it to a hundred megabytes)."""
+
+    LIMIT = 1 << 16
+
+    def __init__(self, convert):
+        super().__init__()
+        self._convert = convert
+
+    def __missing__(self, code: int) -> str:
+        converted = self._convert(chr(code))
+        if len(self) < self.LIMIT:
+            self[code] = converted
+        return converted
+
+
+def _plain_char(char: str) -> str:
+    return "" if _invisible(char) else unicodedata.normalize("NFKC", char)
+
+
+def _read_char(char: str) -> str:
+    if char.isascii() or _invisible(char):
+        return "" if _invisible(char) else char
+    out = []
+    for part in unicodedata.normalize("NFKD", char):
+        if _invisible(part) or _generic_mark(part):
+            continue
+        looks_like = skeleton(part)
+        out.append(looks_like if looks_like != part and looks_like.isascii() else part)
+    return "".join(out)
+
+
+def _key_char(char: str) -> str:
+    if _invisible(char):
+        return ""
+    key = unicodedata.normalize("NFKD", char)
+    # Casefold on both sides of the skeleton: before, so that case never decides (the skeleton
+    # of "M" is "M" but of "m" is "rn"); after, because prototypes are often capitals ("O").
+    for _ in range(3):  # to a fixed point; one round nearly always is
+        previous = key
+        key = "".join(c for c in key if not _invisible(c) and not _generic_mark(c)).casefold()
+        key = unicodedata.normalize("NFKD", skeleton(key)).casefold()
+        key = "".join(c for c in key if not _generic_mark(c))
+        if key == previous:
+            break
+    return " " if key.isspace() else key
+
+
+_PLAIN = _Table(_plain_char)
+_READ = _Table(_read_char)
+_KEY = _Table(_key_char)
+_TABLES = {"plain": _PLAIN, "read": _READ, "key": _KEY}
+
+
+class Normalized:
+    """One text and its views for matching.
+
+    ``plain``: NFKC, invisible characters removed; case and accents as sent. ``read``: as an
+    ASCII reader takes it: plain, with generic combining marks dropped and each character that
+    passes for an ASCII one replaced by it (ASCII itself untouched, so digits stay digits).
+    ``key``: NFKD with generic combining marks dropped, casefolded, every character replaced by
+    its UTS #39 confusable prototype, casefolded again, whitespace runs as one space: two texts
+    a reader takes for the same words have the same key (not meant to be read: "m" is "rn"). ``quote(view, start, end)`` is the part of the
+    original text that produced ``view[start:end]``, with the invisible characters and marks
+    that trail it.
+    """
+
+    __slots__ = ("original", "key", "_views", "_starts")
+
+    def __init__(self, original: str):
+        self.original = original
+        self.key = " ".join(original.translate(_KEY).split())
+        # Only regexes read the others: each is made on first use. ASCII text is its own plain
+        # and read views.
+        self._views: dict[str, str] = {"original": original, "key": self.key}
+        if original.isascii():
+            self._views["plain"] = self._views["read"] = original
+        self._starts: dict[str, list[int]] = {}
+
+    @property
+    def plain(self) -> str:
+        return self.view("plain")
+
+    @property
+    def read(self) -> str:
+        return self.view("read")
+
+    def view(self, name: str) -> str:
+        made = self._views.get(name)
+        if made is None:
+            made = self._views[name] = self.original.translate(_TABLES[name])
+        return made
+
+    def quote(self, view: str, start: int, end: int) -> str:
+        """The original text behind ``view[start:end]`` (view: "original", "plain", "read" or
+        "key")."""
+        if self.view(view) is self.original:
+            return self.original[start:end]
+        if start >= end:
+            return ""
+        starts = self._starts.get(view)
+        if starts is None:
+            starts = self._starts[view] = self._map(_TABLES[view], collapse=view == "key")
+        last = starts[end - 1]
+        # The quote runs on to where the next character that shows starts, so it keeps the marks,
+        # invisible characters and the rest of an expanded character ("ﬁ") that end the words.
+        after = bisect.bisect_right(starts, last)
+        if after < len(starts):
+            stop = starts[after]
+        else:
+            stop = max(len(self.original.rstrip()), last + 1)
+        return self.original[starts[start]:stop]
+
+    def _map(self, table: _Table, *, collapse: bool) -> list[int]:
+        # For each character of the view, the index of the original character it came from;
+        # built only when a decision needs to quote.
+        starts: list[int] = []
+        pending = None
+        for at, char in enumerate(self.original):
+            for out in table[ord(char)]:
+                if not collapse:
+                    starts.append(at)
+                elif out.isspace():
+                    if starts and pending is None:
+                        pending = at
+                else:
+                    if pending is not None:
+                        starts.append(pending)
+                        pending = None
+                    starts.append(at)
+        return starts
+
+
+@functools.lru_cache(maxsize=32)
+def normalize(text: str) -> Normalized:
+    """The matching views of ``text`` (see Normalized). The last few texts are kept, so the
+    engine and the screen, asked about the same input, normalise it once."""
+    return Normalized(text)
+
+
+def fold(text: str) -> str:
+    """The key of a short string (a keyword, a phrase): what it is compared by."""
+    return " ".join(text.translate(_KEY).split())
 
 
 def skeleton(text: str) -> str:

@@ -328,7 +328,7 @@ def test_every_decision_explains_which_policy_version_type_and_match():
     approval = make("tool_approval", id=14, name="mail-review", version=5, keywords=["customer"])
     formatter = make("output_formatter", id=15, name="exec", version=6, keywords=["brief"])
     specs = [guard, playbook, guide, approval, formatter]
-    text = "drop the churn brief to the customer"
+    text = "\uff24\uff32\uff2f\uff30 the churn brief to the customer"  # DROP in fullwidth letters
     decisions = [
         engine.intent_guard(specs, agent="a", text=text)[1],
         engine.input_decisions(specs, agent="a", text=text, type_="playbook")[0][1],
@@ -337,12 +337,15 @@ def test_every_decision_explains_which_policy_version_type_and_match():
         engine.input_decisions(specs, agent="a", text=text, type_="output_formatter")[0][1],
     ]
     assert [d.explain() for d in decisions] == [
-        {"policy_id": 11, "policy": "no-drops", "version": 3, "type": "intent_guard", "matched": ["drop"]},
-        {"policy_id": 12, "policy": "churn-steps", "version": 2, "type": "playbook", "matched": ["churn"]},
+        {"policy_id": 11, "policy": "no-drops", "version": 3, "type": "intent_guard", "matched": ["drop"],
+         "quoted": ["\uff24\uff32\uff2f\uff30"]},
+        {"policy_id": 12, "policy": "churn-steps", "version": 2, "type": "playbook", "matched": ["churn"],
+         "quoted": ["churn"]},
         {"policy_id": 13, "policy": "mail-style", "version": 4, "type": "tool_guide", "matched": ["send_email"]},
         {"policy_id": 14, "policy": "mail-review", "version": 5, "type": "tool_approval",
-         "matched": ["send_email", "customer"]},
-        {"policy_id": 15, "policy": "exec", "version": 6, "type": "output_formatter", "matched": ["brief"]},
+         "matched": ["send_email", "customer"], "quoted": ["customer"]},
+        {"policy_id": 15, "policy": "exec", "version": 6, "type": "output_formatter", "matched": ["brief"],
+         "quoted": ["brief"]},
     ]
     json.dumps([d.explain() for d in decisions])
 
@@ -424,3 +427,103 @@ def test_format_output_substitutes_an_answer_that_holds_braces():
 
 def test_format_output_fills_every_placeholder():
     assert engine.format_output(make("output_formatter", content="{answer} / {answer}"), answer="A") == "A / A"
+
+
+# Text as a person reads it (issue 24, finding 5)
+
+ZWSP, ZWJ, ZWNJ, SHY, WJ, LRM = "\u200b", "\u200d", "\u200c", "\u00ad", "\u2060", "\u200e"
+
+
+def _between(word: str, sep: str) -> str:
+    return sep.join(word)
+
+
+def _after_each_letter(word: str, mark: str) -> str:
+    return "".join(ch + mark for ch in word)
+
+
+SALARY_VARIANTS = {
+    "plain": "salary",
+    "upper case": "SALARY",
+    "Cyrillic a": "s\u0430l\u0430ry",
+    "Cyrillic dze, a, u": "\u0455\u0430l\u0430r\u0443",
+    "Cyrillic capitals": "\u0405\u0410L\u0410RY",
+    "Greek alpha": "s\u03b1l\u03b1ry",
+    "fullwidth": "\uff53\uff41\uff4c\uff41\uff52\uff59",
+    "fullwidth capitals": "\uff33\uff21\uff2c\uff21\uff32\uff39",
+    "mathematical bold": "\U0001d42c\U0001d41a\U0001d425\U0001d41a\U0001d42b\U0001d432",
+    "combining acute": _after_each_letter("salary", "\u0301"),
+    "combining underline": _after_each_letter("salary", "\u0332"),
+    "zalgo stack": _after_each_letter("salary", "\u0336\u0311\u0323"),
+    "zero-width spaces": _between("salary", ZWSP),
+    "ZWJ and ZWNJ": "s" + ZWJ + "a" + ZWNJ + "l" + ZWJ + "a" + ZWNJ + "r" + ZWJ + "y",
+    "soft hyphen": "sal" + SHY + "ary",
+    "tag characters": _between("salary", "\U000e0020"),
+    "variation selectors": _between("salary", "\ufe0f"),
+    "word joiners and bidi marks": "s" + WJ + "al" + LRM + "ary",
+    "mixed": "\u0455" + ZWSP + "\uff41l\u0301" + SHY + "\u0430\uff52\u0443",
+}
+
+
+@pytest.mark.parametrize("variant", SALARY_VARIANTS.values(), ids=SALARY_VARIANTS.keys())
+def test_a_guard_on_salary_blocks_every_way_of_writing_it_and_quotes_it_as_sent(variant):
+    guard = make("intent_guard", keywords=["salary"], response="Ask HR.")
+    text = f"What is Dana's {variant} this year?"
+    fired = engine.intent_guard([guard], agent="a", text=text)
+    assert fired is not None, ascii(variant)
+    spec, decision = fired
+    assert decision.matched == ("salary",)
+    assert decision.quoted == (variant,)
+    assert decision.explain()["quoted"] == [variant]
+
+
+def test_lookalikes_still_match_whole_words_only():
+    guard = make("intent_guard", keywords=["salary"])
+    assert engine.match_text(guard, "my \uff53\uff41\uff4c\uff41\uff52\uff59man") is None  # "salaryman"
+    assert engine.match_text(guard, "sal" + SHY + "ary_band") is None
+
+
+def test_a_keyword_written_with_lookalikes_matches_the_plain_word():
+    guard = make("intent_guard", keywords=["s\u0430l\u0430ry"])  # the policy's own keyword in Cyrillic
+    assert engine.match_text(guard, "your salary") == ("s\u0430l\u0430ry",)
+
+
+def test_a_regex_also_sees_the_text_as_read_and_quotes_the_original():
+    spec = make("intent_guard", keywords=[], regex=r"\bdelete\s+from\b")
+    decision = engine.intent_guard([spec], agent="a", text="please d\u0435l" + ZWSP + "ete FROM accounts")[1]
+    assert decision.matched == ("regex:d\u0435l" + ZWSP + "ete FROM",)
+    digits = make("intent_guard", keywords=[], regex=r"\b\d{3}-\d{2}-\d{4}\b")
+    assert engine.match_text(digits, "ssn 123" + ZWSP + "-45-6789") == ("regex:123" + ZWSP + "-45-6789",)
+
+
+# Linear-time regexes (issue 24, finding 3)
+
+
+def test_the_catastrophic_pattern_is_answered_by_re2():
+    # On Python's backtracking re, ^(a+)+$ against 30 characters took 19 s and doubled with each
+    # one more; 10,000 would never finish. The engine runs policy regexes on RE2 (linear time).
+    spec = make("intent_guard", keywords=[], regex=r"^(a+)+$")
+    assert engine.validate(spec) == []
+    assert type(engine._compile(spec.name, spec.regex)).__module__.startswith("re2")
+    assert engine.intent_guard([spec], agent="a", text="a" * 10_000 + "!") is None
+    assert engine.intent_guard([spec], agent="a", text="a" * 10_000) is not None
+
+
+@pytest.mark.parametrize(
+    ("regex", "why"),
+    [
+        (r"(a)\1", "backreferences"),
+        (r"(?P<x>a)(?P=x)", "named backreferences"),
+        (r"pay(?=roll)", "lookahead"),
+        (r"(?<!net )salary", "negative lookbehind"),
+        (r"(?>a+)b", "atomic groups"),
+        (r"a{2000}", "counted repetition"),
+        (r"(?:[\pL\pN]{500}){1,2}", "too large"),
+    ],
+)
+def test_a_regex_re2_cannot_run_is_unsound_and_says_why(regex, why):
+    spec = make("intent_guard", keywords=[], regex=regex)
+    (problem,) = engine.validate(spec)
+    assert "RE2" in problem and why in problem
+    with pytest.raises(PolicyEvaluationError, match="RE2"):
+        engine.intent_guard([spec], agent="a", text="anything")

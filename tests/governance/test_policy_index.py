@@ -7,7 +7,9 @@ import pytest
 
 from governance import engine
 from governance.engine import PolicyEvaluationError, PolicyIndex
-from governance.keyword_index import KeywordIndex, fold, word_pattern
+from governance import keyword_index
+from governance.keyword_index import KeywordIndex
+from governance.text import fold, normalize
 from tests.governance.test_engine import make
 
 
@@ -30,37 +32,53 @@ def answers(specs, *, agent, text, type_):
     [
         ("drop", "please DROP it", True),
         ("drop", "open the dropdown", False),
+        ("drop", "un_drop", False),  # the underscore is a word character, as to `\\w`
         ("at risk", "accounts at\n\t  risk today", True),
         ("at risk", "at risky prices", False),
         ("c++", "a C++ question", True),
-        ("k", "a \u212a here", True),  # the Kelvin sign is a k to re.IGNORECASE
+        ("k", "a \u212a here", True),  # the Kelvin sign is a K
         ("sale", "a \u017fale", True),  # long s
-        ("\u0131d", "ID card", True),  # dotless i matches I, as re.IGNORECASE has it
+        ("\u0131d", "ID card", True),  # dotless i reads as i
         ("\u0130stanbul", "istanbul", True),
-        ("stra\u00dfe", "STRASSE", False),  # sharp s is not ss to re.IGNORECASE
+        ("stra\u00dfe", "STRASSE", True),  # casefolded: sharp s is ss
         ("\u00e9t\u00e9", "UN \u00c9T\u00c9 CHAUD", True),
+        ("\u00e9t\u00e9", "un ete chaud", True),  # accents are generic marks, dropped
+        ("salary", "my \u0455\u0430l\u0430r\u0443?", True),  # Cyrillic
+        ("salary", "my sal\u00adary", True),  # soft hyphen
+        ("salary", "my salaryman", False),
+        ("\u0437\u0430\u0440\u043f\u043b\u0430\u0442\u0430", "\u0417\u0410\u0420\u041f\u041b\u0410\u0422\u0410!", True),
     ],
 )
-def test_the_index_finds_a_keyword_exactly_when_its_whole_word_regex_does(keyword, text, occurs):
-    assert bool(word_pattern(keyword).search(text)) is occurs
+def test_the_index_finds_a_keyword_exactly_when_the_one_keyword_search_does(keyword, text, occurs):
+    assert (keyword_index.occurs(normalize(text), keyword) is not None) is occurs
     assert (keyword in KeywordIndex([keyword]).found(text)) is occurs
 
 
-def test_folding_keeps_one_character_per_character():
-    assert fold("At \n\t RISK") == "at \n\t risk"
+def test_a_keyword_found_quotes_the_words_as_sent():
+    text = normalize("what is my \u0455\u0430l\u200b\u0430r\u0443, please")
+    start, end = KeywordIndex(["salary"]).found(text)["salary"]
+    assert text.quote("key", start, end) == "\u0455\u0430l\u200b\u0430r\u0443"
+
+
+def test_folding_joins_whitespace_and_folds_case():
+    assert fold("At \n\t RISK") == "at risk"
     assert fold("\u212a\u017f\u0130") == "ksi"
-    assert len(fold("\u0130" * 5)) == 5
+
+
+def test_the_index_uses_no_cpython_internals():
+    source = open(keyword_index.__file__).read()
+    assert "_sre" not in source and "_casefix" not in source
 
 
 def test_the_index_reports_keywords_as_given_and_each_spelling_of_a_word():
     index = KeywordIndex(["Drop", "drop", "payroll", "at  risk"])
-    assert index.found("DROP the payroll, accounts at risk") == {"Drop", "drop", "payroll", "at  risk"}
-    assert index.found("") == frozenset()
-    assert KeywordIndex([]).found("anything") == frozenset()
+    assert set(index.found("DROP the payroll, accounts at risk")) == {"Drop", "drop", "payroll", "at  risk"}
+    assert index.found("") == {}
+    assert KeywordIndex([]).found("anything") == {}
 
 
 WORDS = ["drop", "churn", "at", "risk", "salary", "pay", "payroll", "c++", "a.b", "ACME", "\u00e9t\u00e9", "k", "id"]
-NOISE = [" ", "  ", "\n", "-", ".", "_", "x", "(", ")", "dropdown", "s", "\u212a", "\u0130D", "\u00c9T\u00c9"]
+NOISE = [" ", "  ", "\n", "-", ".", "_", "x", "(", ")", "dropdown", "s", "\u212a", "\u0130D", "\u00c9T\u00c9", "\u0455\u0430l\u0430r\u0443", "sal\u00adary", "\uff50\uff41\uff59", "dr\u200bop"]
 
 
 def random_text(rng):
