@@ -69,6 +69,7 @@ def breakdown(records: list[dict], keys: dict) -> dict[str, float]:
     """Microseconds per receipt of each part of check_receipt, on a sample."""
     public = next(iter(keys.values()))
     signatures = [base64.b64decode(r["signature"]) for r in records]
+    parsed = [(r["body"], jcs.loads(r["body"])) for r in records]
     messages = [receipt_message(seq=r["seq"], prev_hash=r["prev_hash"], hash=r["hash"], key_id=r["key_id"],
                                 run_id=r["run_id"]) for r in records]
 
@@ -83,8 +84,9 @@ def breakdown(records: list[dict], keys: dict) -> dict[str, float]:
             seq=r["seq"], prev_hash=r["prev_hash"], hash=r["hash"], key_id=r["key_id"], run_id=r["run_id"])
             for r in records]),
         "sha256 chain hash": clock(lambda: [receipt_hash(r["prev_hash"], r["body"]) for r in records]),
-        "JSON parse + canonical check": clock(lambda: [(jcs.loads(r["body"]), jcs.is_canonical(r["body"]))
-                                                       for r in records]),
+        "JSON parse": clock(lambda: [jcs.loads(r["body"]) for r in records]),
+        "canonical check of the parsed body": clock(lambda: [jcs.is_canonical(body, value)
+                                                             for body, value in parsed]),
         "whole check_receipt": clock(lambda: [check_receipt(r, keys) for r in records]),
     }
 

@@ -23,6 +23,9 @@ class CanonicalizationError(ValueError):
 
 def canonicalize(value) -> bytes:
     """The RFC 8785 canonical UTF-8 bytes of a JSON value (dict, list, str, int, float, bool, None)."""
+    fast = _encoded_by_python(value)
+    if fast is not None:
+        return fast.encode("utf-8")
     parts: list[str] = []
     _emit(value, parts)
     return "".join(parts).encode("utf-8")
@@ -118,8 +121,9 @@ def number(value: float) -> str:
 # RFC 8785: floats print differently, big integers must be refused, astral keys sort differently,
 # and a lone surrogate has no UTF-8 form. Text free of these is checked at C speed: outside its
 # strings (every other piece between quotes, when no quote is escaped) JSON text holds no "." and
-# no digit before an "e" unless it holds a float.
-_FLOAT_OR_BIG_INT = re.compile(r"[.]|\d[eE]|\d{16}")
+# no "e" but in true and false unless it holds a float. (Plain substring tests: an alternation
+# regex costs more than the encoding.)
+_BIG_INT = re.compile(r"\d{16}")
 _ASTRAL_OR_SURROGATE = re.compile("[\U00010000-\U0010ffff\ud800-\udfff]")
 _MISSING = object()
 
@@ -136,6 +140,35 @@ def loads(text: str):
     return json.loads(text, parse_int=_json_int)
 
 
+def _python_form_is_canonical(text: str) -> bool:
+    if '\\"' in text:
+        return False
+    outside = "".join(text.split('"')[::2])
+    words = outside.replace("true", "").replace("false", "")
+    return (
+        "." not in outside and "e" not in words and "E" not in words and not _BIG_INT.search(outside)
+        and (text.isascii() or not _ASTRAL_OR_SURROGATE.search(text))
+    )
+
+
+def _encoded_by_python(value) -> str | None:
+    """Python's C encoding of value when it is provably the RFC 8785 form, else None."""
+    try:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    if not _python_form_is_canonical(text):
+        return None
+    # Python's encoder quietly turns 1 or True as a key into "1" or "true", and a tuple into a
+    # list; reading the text back tells: such a value no longer compares equal.
+    try:
+        if json.loads(text) != value:
+            return None
+    except RecursionError:
+        return None
+    return text
+
+
 def is_canonical(text: str, value=_MISSING) -> bool:
     """Whether JSON text is exactly its own RFC 8785 form (False for text that is not JSON).
 
@@ -150,12 +183,7 @@ def is_canonical(text: str, value=_MISSING) -> bool:
         fast = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (ValueError, TypeError, RecursionError):
         return False
-    if (
-        fast == text
-        and '\\"' not in fast
-        and not _FLOAT_OR_BIG_INT.search("".join(fast.split('"')[::2]))
-        and (fast.isascii() or not _ASTRAL_OR_SURROGATE.search(fast))
-    ):
+    if fast == text and _python_form_is_canonical(fast):
         return True
     try:
         return canonicalize(value) == text.encode("utf-8")

@@ -59,7 +59,7 @@ def test_round_trip_is_idempotent():
 @pytest.mark.parametrize(
     "value",
     [float("nan"), float("inf"), -float("inf"), 2**53, -(2**53), 2**53 + 1, 10**30, "\ud800", {"\udc00": 1},
-     {1: "int key"}, b"bytes", {"set": {1}}, object()],
+     {1: "int key"}, {True: 1}, {None: 1}, {"a": {2: "nested int key"}}, b"bytes", {"set": {1}}, object()],
     ids=repr,
 )
 def test_values_without_a_canonical_form_are_refused(value):
@@ -125,3 +125,35 @@ def test_the_worked_example_in_docs_evidence_md_is_what_the_code_computes():
     assert canonical.decode("utf-8") + "\n" in doc
     assert f"sha256 = {hashlib.sha256(canonical).hexdigest()}" in doc
     assert receipt_hash(GENESIS, canonical.decode("utf-8")) in doc
+
+
+def test_tuples_canonicalize_as_arrays():
+    assert canonicalize({"t": (1, "a", (None,))}) == b'{"t":[1,"a",[null]]}'
+
+
+def _random_value(rng, depth=0):
+    pick = rng.random()
+    if depth > 3 or pick < 0.45:
+        return rng.choice([
+            None, True, False, rng.randint(-10**6, 10**6), rng.randint(-(2**53 - 1), 2**53 - 1),
+            rng.uniform(-1e6, 1e6), rng.random() * 10 ** rng.randint(-30, 30), float(rng.randint(0, 10**9)),
+            "".join(rng.choice("ab\"\\\n\x01\x7f\u00e9\u2028\ue000\uffff\U0001F600 .e5:,[") for _ in range(rng.randint(0, 8))),
+            "2026-12-01T10:00:00.250Z",
+        ])
+    if pick < 0.7:
+        return [_random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    keys = ["a", "b", "\ue000", "\U0001F600", "\u00e9", "1.5", "Z", "", "\x01"]
+    return {rng.choice(keys) + rng.choice(["", "x"]): _random_value(rng, depth + 1) for _ in range(rng.randint(0, 5))}
+
+
+def test_random_values_match_rfc8785_on_both_paths():
+    import random
+
+    from warrant_verify.jcs import is_canonical
+
+    rng = random.Random(8785)
+    for _ in range(1500):
+        value = _random_value(rng)
+        expected = rfc8785.dumps(value)
+        assert canonicalize(value) == expected, value
+        assert is_canonical(expected.decode("utf-8"))
