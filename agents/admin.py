@@ -6,14 +6,16 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from agents import sources
+from agents import sources, trust
 from agents.breaker import breaker_state
 from agents.model_calls import model_profile_test
 from agents.models import (
     Agent, AgentVersion, CrmAccount, CrmTicket, ModelProfile, ModelProfileHealth, SentEmail, Tool, ToolSource,
+    TrustChange,
 )
 from agents.services import agent_publish, model_profile_check, tool_update
 from governance.api_errors import DomainError
+from governance.permissions import is_governance_admin
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -64,7 +66,9 @@ class ToolSourceAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         # The name prefixes its tools' names and the kind decides how they are called: fixed once saved.
-        return self.readonly_fields + (["name", "kind"] if obj else [])
+        fixed = ["name", "kind"] if obj else []
+        # What a run may read untainted is a governance admin's call alone (agents.trust).
+        return self.readonly_fields + fixed + ([] if is_governance_admin(request.user) else ["trusted"])
 
     def save_model(self, request, obj, form, change):
         values = {f: form.cleaned_data[f] for f in sources.SOURCE_FIELDS if f in form.cleaned_data}
@@ -73,6 +77,9 @@ class ToolSourceAdmin(admin.ModelAdmin):
             saved = sources.tool_source_update(source=obj, values=values)
         else:
             saved = sources.tool_source_create(values=values | {"name": obj.name, "kind": obj.kind}, user=request.user)
+        if "trusted" in form.changed_data:
+            trust.tool_source_trust(source=saved, trusted=form.cleaned_data["trusted"], user=request.user,
+                                    reason="set in the admin")
         obj.pk = saved.pk
 
     @admin.action(description="Sync: discover tools (new ones arrive disabled; changed ones are held)")
@@ -91,6 +98,15 @@ class ToolSourceAdmin(admin.ModelAdmin):
                               messages.WARNING if report["changed"] or report["removed"] else messages.SUCCESS)
 
 
+@admin.register(TrustChange)
+class TrustChangeAdmin(ReadOnlyAdmin):
+    """Who marked which tool or source trusted, or not, and when: written by agents.trust only."""
+
+    list_display = ["changed_at", "subject", "name", "was_trusted", "trusted", "changed_by", "reason"]
+    list_filter = ["subject", "trusted"]
+    search_fields = ["name", "reason"]
+
+
 @admin.register(Tool)
 class ToolAdmin(admin.ModelAdmin):
     list_display = ["name", "source", "tool_source", "side_effect", "requires_approval", "enabled", "held"]
@@ -102,9 +118,19 @@ class ToolAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         # A discovered tool's schema and handler come from its source; only a sync or a re-approval changes them.
+        # Its trust follows its source's mark; a built-in's is a governance admin's call alone (agents.trust).
         if obj is not None and obj.tool_source_id:
-            return self.readonly_fields + ["name", "input_schema", "handler"]
-        return self.readonly_fields
+            return self.readonly_fields + ["name", "input_schema", "handler", "trusted_output"]
+        return self.readonly_fields + ([] if is_governance_admin(request.user) else ["trusted_output"])
+
+    def save_model(self, request, obj, form, change):
+        marked = "trusted_output" in form.changed_data
+        if marked:
+            obj.trusted_output = form.initial.get("trusted_output", False)  # set below, and recorded
+        super().save_model(request, obj, form, change)
+        if marked:
+            trust.tool_trust(tool=obj, trusted=form.cleaned_data["trusted_output"], user=request.user,
+                             reason="set in the admin")
 
     @admin.display(description="change waiting for approval")
     def change(self, tool):

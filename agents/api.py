@@ -7,6 +7,7 @@ Inputs name every writable field: anything else in a body is refused, never sile
 
 import jsonschema
 from django.contrib.auth.models import Group
+from django.db import transaction
 from django.db.models import Max
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_field
@@ -18,6 +19,7 @@ from agents import services
 from agents.model_calls import model_profile_test as services_model_profile_test
 from agents.models import Agent, AgentVersion, ModelProfile, Tool
 from agents.sources import tool_change_diff
+from agents.trust import tool_trust
 from governance.api_fields import StrictSerializer, UniqueListField
 from governance.permissions import IsGovernanceAdmin, ReadAnyRoleWriteGovernanceAdmin
 
@@ -409,6 +411,9 @@ class ToolOutputSerializer(serializers.ModelSerializer):
     tool_source = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     approver_role = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     change_diff = serializers.SerializerMethodField(help_text="Held tools: approved vs reported now, as a unified diff.")
+    trusted = serializers.BooleanField(
+        source="output_trusted", read_only=True,
+        help_text="Whether reading its results leaves a run untainted: its source's mark, or its own for a built-in.")
 
     class Meta:
         model = Tool
@@ -416,8 +421,9 @@ class ToolOutputSerializer(serializers.ModelSerializer):
         fields = [
             "name", "description", "input_schema", "side_effect", "enabled", "source", "handler", "timeout_seconds",
             "tool_source", "remote_name", "requires_approval", "approver_role", "held", "pending_change",
-            "change_diff", "created_at", "updated_at",
+            "change_diff", "trusted_output", "trusted", "created_at", "updated_at",
         ]
+        read_only_fields = ["trusted_output"]
 
     def get_change_diff(self, tool) -> str:
         return tool_change_diff(tool)
@@ -455,6 +461,11 @@ class ToolDetailApi(GenericAPIView):
             required=False, help_text="Every call waits for the approver role, whatever the policies say.")
         approver_role = serializers.SlugRelatedField(slug_field="name", queryset=Group.objects.all(), required=False,
                                                      allow_null=True)
+        trusted_output = serializers.BooleanField(
+            required=False, help_text="Built-in tools only: its results hold no outsiders' text, so reading them does "
+                                      "not taint a run (409 for a discovered tool: mark its source). Recorded.")
+        trust_reason = serializers.CharField(required=False, allow_blank=True, max_length=1000,
+                                             help_text="Why the trust mark changes; kept with the change.")
 
         class Meta:
             ref_name = "ToolUpdate"
@@ -477,5 +488,11 @@ class ToolDetailApi(GenericAPIView):
         tool = self.get_object()
         serializer = self.InputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        tool = services.tool_update(tool=tool, values=serializer.validated_data)
+        values = dict(serializer.validated_data)
+        reason = values.pop("trust_reason", "")
+        with transaction.atomic():
+            if "trusted_output" in values:
+                # Through agents.trust, which records who changed it.
+                tool = tool_trust(tool=tool, trusted=values.pop("trusted_output"), user=request.user, reason=reason)
+            tool = services.tool_update(tool=tool, values=values)
         return Response(self.get_serializer(tool).data)

@@ -105,6 +105,27 @@ def _arguments(properties: dict | None = None) -> dict:
     return schema
 
 
+# Whose words each tool's result carries, which decides whether reading it taints a run
+# (agents.trust). Trusted: the CRM's account rows (names, plans, owners, seat counts, NPS) are
+# kept by our own account team, not typed by customers; the calculator computes on the model's
+# own expression; send_email and delete_account answer with Warrant's own confirmation of what
+# they did. Untrusted: ticket titles are written by customers, and knowledge-base pages by whoever
+# may edit the wiki (the injection suite plants passages there). Anything discovered from an MCP
+# server or an OpenAPI service is untrusted until a governance admin marks its source.
+TRUSTED_OUTPUT = {
+    "list_accounts": "account rows kept by the account team",
+    "get_account": "account rows kept by the account team",
+    "get_usage_trend": "seat counts and a computed trend",
+    "compute_health_score": "computed from ticket priorities (not their titles), seat counts and NPS",
+    "calculator": "a pure computation on the model's own expression",
+    "send_email": "Warrant's own confirmation of what it sent",
+    "delete_account": "Warrant's own confirmation of what it deleted",
+}
+UNTRUSTED_OUTPUT = {
+    "list_open_tickets": "ticket titles are written by customers",
+    "search_knowledge": "knowledge-base pages are written by whoever may edit the wiki",
+}
+
 TOOL_DEFINITIONS = [
     {
         "name": "list_accounts",

@@ -50,6 +50,11 @@ class ToolSource(models.Model):
         help_text="Approves calls to its side-effecting tools (defaults to the taint approver role).",
     )
     enabled = models.BooleanField(default=True)
+    trusted = models.BooleanField(
+        default=False,
+        help_text="Its tools' descriptions and results are not outsiders' text: reading them does not taint a run. "
+                  "Set by a governance admin only (agents.trust), and every change is recorded.",
+    )
     last_synced_at = models.DateTimeField(null=True, blank=True, help_text="When the last sync ended, whatever its outcome.")
     last_sync_ok = models.BooleanField(
         null=True, blank=True, help_text="Whether the last sync worked; empty until the first sync."
@@ -101,6 +106,11 @@ class Tool(models.Model):
     approved_sha256 = models.CharField(max_length=64, blank=True, help_text="Fingerprint of the approved description and schema.")
     held = models.BooleanField(default=False, help_text="Changed at its source since approval: not callable until re-approved.")
     pending_change = models.JSONField(null=True, blank=True, help_text="What the source reports now, awaiting re-approval.")
+    trusted_output = models.BooleanField(
+        default=False,
+        help_text="Built-in tools: its results hold no outsiders' text, so reading them does not taint a run. A "
+                  "discovered tool follows its source's mark instead. Set by a governance admin only (agents.trust).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -110,6 +120,13 @@ class Tool(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def output_trusted(self) -> bool:
+        """Whether a run may read what this tool says (results, description) and stay untainted."""
+        if self.tool_source_id:
+            return self.tool_source.trusted
+        return self.trusted_output
+
     def spec(self) -> dict:
         return {
             "name": self.name,
@@ -117,10 +134,35 @@ class Tool(models.Model):
             "input_schema": self.input_schema,
             "side_effect": self.side_effect,
             "source": self.source,
+            "trusted": self.output_trusted,
+            "tool_source": self.tool_source.name if self.tool_source_id else "",
             "requires_approval": self.requires_approval,
             "approver_role": self.approver_role.name if self.approver_role_id else "",
             "fingerprint": tool_fingerprint(self.description, self.input_schema),
         }
+
+
+class TrustChange(models.Model):
+    """One row per change of a trust mark: what, from what to what, who and why. Written by
+    agents.trust in the transaction of the change itself."""
+
+    class Subject(models.TextChoices):
+        TOOL_SOURCE = "tool_source", "Tool source"
+        TOOL = "tool", "Built-in tool"
+
+    subject = models.CharField(max_length=16, choices=Subject.choices)
+    name = models.CharField(max_length=64)
+    trusted = models.BooleanField()
+    was_trusted = models.BooleanField()
+    reason = models.TextField(blank=True)
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-changed_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.subject} {self.name}: {'trusted' if self.trusted else 'untrusted'}"
 
 
 class ModelProfile(models.Model):

@@ -4,6 +4,7 @@ command line and URLs are infrastructure, not something every role needs to read
 """
 
 from django.contrib.auth.models import Group
+from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
@@ -12,6 +13,7 @@ from rest_framework.response import Response
 from agents import sources
 from agents.api import TimeoutField, ToolOutputSerializer, _Paginated
 from agents.models import Tool, ToolSource
+from agents.trust import tool_source_trust
 from agents.services import HTTP_URL_PATTERN, KeyEnvNameValidator
 from agents.sources import HEADER_NAME
 from governance.api import errors
@@ -28,11 +30,11 @@ class ToolSourceOutputSerializer(serializers.ModelSerializer):
         ref_name = "ToolSource"
         fields = [
             "name", "kind", "description", "command", "env_passthrough", "url", "document", "path", "base_url",
-            "auth_header", "auth_env", "timeout_seconds", "approver_role", "enabled", "tools", "last_synced_at",
+            "auth_header", "auth_env", "timeout_seconds", "approver_role", "enabled", "trusted", "tools", "last_synced_at",
             "last_sync_ok", "last_sync_error_code", "last_sync_error", "created_at", "updated_at",
         ]
         # What the last sync found is written by syncs only (agents.sources.tool_source_sync).
-        read_only_fields = ["last_synced_at", "last_sync_ok", "last_sync_error_code", "last_sync_error"]
+        read_only_fields = ["last_synced_at", "last_sync_ok", "last_sync_error_code", "last_sync_error", "trusted"]
 
 
 class _SourceFields(StrictSerializer):
@@ -59,6 +61,19 @@ class _SourceFields(StrictSerializer):
     approver_role = serializers.SlugRelatedField(slug_field="name", queryset=Group.objects.all(), required=False,
                                                  allow_null=True, help_text="Approves its side-effecting tools.")
     enabled = serializers.BooleanField(required=False)
+    trusted = serializers.BooleanField(
+        required=False, help_text="Its tools' descriptions and results are not outsiders' text, so reading them does "
+                                  "not taint a run. Recorded with who set it (agents.TrustChange).")
+    trust_reason = serializers.CharField(required=False, allow_blank=True, max_length=1000,
+                                         help_text="Why the trust mark changes; kept with the change.")
+
+
+def _trust(source: ToolSource, values: dict, user) -> ToolSource:
+    """A trust mark is set through agents.trust, which records who set it; never as a plain field."""
+    reason = values.pop("trust_reason", "")
+    if "trusted" in values:
+        source = tool_source_trust(source=source, trusted=values.pop("trusted"), user=user, reason=reason)
+    return source
 
 
 class ToolSourceListCreateApi(_Paginated, GenericAPIView):
@@ -84,7 +99,10 @@ class ToolSourceListCreateApi(_Paginated, GenericAPIView):
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        source = sources.tool_source_create(values=serializer.validated_data, user=request.user)
+        values = dict(serializer.validated_data)
+        trust = {k: values.pop(k) for k in ("trusted", "trust_reason") if k in values}
+        with transaction.atomic():
+            source = _trust(sources.tool_source_create(values=values, user=request.user), trust, request.user)
         return Response(self.get_serializer(source).data, status=status.HTTP_201_CREATED)
 
 
@@ -110,7 +128,10 @@ class ToolSourceDetailApi(GenericAPIView):
         source = self.get_object()
         serializer = self.InputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        source = sources.tool_source_update(source=source, values=serializer.validated_data)
+        values = dict(serializer.validated_data)
+        trust = {k: values.pop(k) for k in ("trusted", "trust_reason") if k in values}
+        with transaction.atomic():
+            source = _trust(sources.tool_source_update(source=source, values=values), trust, request.user)
         return Response(self.get_serializer(source).data)
 
 

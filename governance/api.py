@@ -249,6 +249,8 @@ class EvaluatedToolSerializer(serializers.Serializer):
     guides = ContentDecisionSerializer(many=True)
     needs_approval = serializers.BooleanField()
     approval = ApprovalDecisionSerializer(allow_null=True)
+    result_taints_run = serializers.BooleanField(
+        help_text="Its source is not marked trusted: once a run reads its result, every side-effect call waits for a human.")
 
     class Meta:
         ref_name = "PolicyEvaluatedTool"

@@ -9,6 +9,7 @@ from django.contrib.auth.models import Group
 
 from agents.models import Agent, Tool
 from governance import engine
+from governance.approval_rule import approval_needed
 from governance.screening import screen
 from governance.selectors import granted_tool_names, policy_specs
 
@@ -38,30 +39,31 @@ def policy_evaluate(*, agent: Agent | None, role: str | None, text: str) -> dict
     if role is not None:
         granted = granted_tool_names(role_names=[role])
         names = [n for n in names if n in granted]
+    taint_role = settings.WARRANT.get("TAINT_APPROVER_ROLE", "")
+    taint_role = taint_role if Group.objects.filter(name=taint_role).exists() else ""
+    rows = list(Tool.objects.select_related("approver_role", "tool_source")
+                .filter(name__in=names, enabled=True, held=False).order_by("name"))
+    must = ["the input is tainted: " + ", ".join(tainted)] if tainted else []
+    # As in the harness: an untrusted source's descriptions, shown to the model, taint from the start.
+    must += [f"description of tool {t.name}: untrusted source" for t in rows
+             if t.source in (Tool.Source.MCP, Tool.Source.OPENAPI) and not t.output_trusted]
     tools = []
-    for tool in Tool.objects.select_related("approver_role").filter(name__in=names, enabled=True, held=False).order_by("name"):
+    for tool in rows:
         guides = [
             decision.explain() | {"content": spec.content}
             for spec, decision in engine.tool_guides(specs, agent=slug, tool=tool.name)
         ]
+        # The harness's own rule (governance.approval_rule), so the dry run says what a run would do.
+        needed = approval_needed(tool_name=tool.name, tool=tool.spec(), must_approve=must, taint_approver_role=taint_role,
+                                 found=engine.tool_approval(specs, agent=slug, tool=tool.name, text=text))
         approval = None
-        found = engine.tool_approval(specs, agent=slug, tool=tool.name, text=text)
-        if found is not None:
-            spec, decision = found
-            approval = decision.explain() | {"approver_role": spec.approver_role, "reason": f"policy {spec.name} v{spec.version}"}
-        elif tool.requires_approval:
-            approval = {"policy_id": None, "policy": None, "version": None, "type": None, "matched": [],
-                        "approver_role": tool.approver_role.name if tool.approver_role_id else "",
-                        "reason": f"tool {tool.name} requires approval"}
-        elif tool.side_effect and tainted:
-            # The harness's rule for tainted runs, mirrored so the dry run does not under-report.
-            taint_role = settings.WARRANT.get("TAINT_APPROVER_ROLE", "")
-            if not Group.objects.filter(name=taint_role).exists():
-                raise engine.PolicyEvaluationError("tainted-run rule", "no approver role is configured for tainted runs")
-            approval = {"policy_id": None, "policy": None, "version": None, "type": None, "matched": [],
-                        "approver_role": taint_role, "reason": "the input is tainted: " + ", ".join(tainted)}
+        if needed is not None:
+            approval = (needed.policy or {"policy_id": None, "policy": None, "version": None, "type": None, "matched": []}) | {
+                "approver_role": needed.approver_role, "reason": "; ".join(needed.reasons)}
         tools.append({"name": tool.name, "side_effect": tool.side_effect, "guides": guides,
-                      "needs_approval": approval is not None, "approval": approval})
+                      "needs_approval": approval is not None, "approval": approval,
+                      # Reading its result taints the run, so any side-effect call after it waits for a human.
+                      "result_taints_run": not tool.output_trusted})
 
     return {
         "agent": {"slug": agent.slug, "version": version.version} if agent else None,

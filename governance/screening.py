@@ -6,8 +6,11 @@ approval, a miss can cost an unreviewed side effect, so the screen leans towards
 
 Besides plain phrasing it looks through the usual disguises (see garak's encoding probes):
 base64/32/16, ascii85, quoted-printable, ROT13, Atbash, leetspeak, Morse, NATO spelling,
-Braille, zalgo marks, and ASCII smuggled in Unicode tag characters or variant selectors. A
-disguised order is reported under its own name plus `encoded_text`.
+Braille, zalgo marks, letters spaced out, and ASCII smuggled in Unicode tag characters or
+variant selectors. Text outside ASCII is also read as a person reads it (governance.text:
+NFKC, so fullwidth letters are letters; invisible characters gone; Cyrillic or Greek
+lookalikes read as the Latin letters they pass for), and the ASCII decoders run on that
+reading too. A disguised order is reported under its own name plus `encoded_text`.
 """
 
 import base64
@@ -17,6 +20,7 @@ import re
 import unicodedata
 
 from governance.memo import DigestMemo, digest
+from governance.text import normalize
 
 # Orders to call tools or to mail someone are normal from the caller, suspicious inside data.
 DATA_ONLY = {"tool_order", "exfiltration", "destructive_order", "markdown_exfil"}
@@ -203,12 +207,24 @@ _ATBASH = str.maketrans(
 
 def _decodings(text: str, ascii_only: bool = False) -> list[str]:
     """Readable texts hidden in `text`, one per disguise that yields any."""
-    out = [text.translate(_ROT13), text.translate(_ATBASH), text.translate(_LEET)]
+    out = []
     if not ascii_only:  # each of these needs characters outside ASCII to yield anything
         out.append("".join(ch for ch in text if not unicodedata.combining(ch)))
         out.append("".join(chr(ord(ch) - 0xE0000) for ch in text if 0xE0000 < ord(ch) <= 0xE007F))
         out.append(_variant_selectors(text))
         out.append(_braille(text))
+        # What a person reads (lookalikes, fullwidth, invisible characters undone) is screened
+        # as it is and through the ASCII decoders: base64 broken up by zero-width spaces is
+        # still base64.
+        read = normalize(text).read
+        if read != text:
+            out.append(read)
+            out += _ascii_decodings(read)
+    return [plain for plain in out + _ascii_decodings(text) if plain]
+
+
+def _ascii_decodings(text: str) -> list[str]:
+    out = [text.translate(_ROT13), text.translate(_ATBASH), text.translate(_LEET), _despaced(text)]
     out += [_morse(m.group(0)) for m in _MORSE.finditer(text)]
     out += ["".join(w[0] for w in re.findall(r"[A-Za-z-]+", m.group(0))) for m in _NATO.finditer(text)]
     if len(_QP.findall(text)) >= 3:
@@ -229,7 +245,20 @@ def _decodings(text: str, ascii_only: bool = False) -> list[str]:
     uu = [m.group(1) for m in _UU_LINE.finditer(text)]
     if uu:
         out.append(_bytes_text(lambda: b"".join(binascii.a2b_uu(line) for line in uu)))
-    return [plain for plain in out if plain]
+    return out
+
+
+# "i g n o r e   a l l" (letters one space apart, words two or more) and "i-g-n-o-r-e" (one
+# separator between letters, the same throughout a word): a reader joins the letters up.
+_SPACED_RUN = re.compile(r"(?<!\S)\S(?:[ \t]+\S(?!\S)){3,}")
+_SEPARATED_WORD = re.compile(r"(?<![\w.*|-])[A-Za-z0-9]([-.*_|])[A-Za-z0-9](?:\1[A-Za-z0-9]){2,}(?![\w.*|-])")
+
+
+def _despaced(text: str) -> str:
+    joined = _SEPARATED_WORD.sub(lambda m: m.group(0).replace(m.group(1), ""), text)
+    joined = _SPACED_RUN.sub(lambda m: " ".join(w.replace(" ", "").replace("\t", "")
+                                                for w in re.split(r"[ \t]{2,}", m.group(0))), joined)
+    return joined if joined != text else ""
 
 
 def _bytes_text(decode) -> str:

@@ -79,9 +79,20 @@ def _read_char(char: str) -> str:
     for part in unicodedata.normalize("NFKD", char):
         if _invisible(part) or _generic_mark(part):
             continue
-        looks_like = skeleton(part)
-        out.append(looks_like if looks_like != part and looks_like.isascii() else part)
+        out.append(part if part.isascii() else _ascii_lookalike(part) or part)
     return "".join(out)
+
+
+def _ascii_lookalike(char: str) -> str | None:
+    """The ASCII a character passes for, in its own case, or None. Capitals go through their
+    small letter: the prototype of Cyrillic "І" is "l" (I, l and 1 are one class), but next to
+    other capitals it reads as "I"."""
+    if char.isupper():
+        small = skeleton(char.lower())
+        if small.isascii() and small.isalpha():
+            return small.upper()
+    looks_like = skeleton(char)
+    return looks_like if looks_like != char and looks_like.isascii() else None
 
 
 def _key_char(char: str) -> str:

@@ -23,7 +23,7 @@ from agents.models import Agent
 from governance.api_errors import DomainError
 from governance.models import Policy
 from governance.permissions import reads_everything
-from runs import selectors
+from runs import provenance, selectors
 from runs.access_log import receipt_access_record
 from runs.models import ApprovalRequest, Receipt, ReceiptAccess, Run, RunEvent, SideEffect
 from runs.verification import receipt_verify, receipt_verify_chain, receipt_verify_since_checkpoint
@@ -230,6 +230,7 @@ class ApprovalRequestAdmin(WorkbenchAdmin):
                 "arguments": json.dumps(approval.arguments, indent=2, sort_keys=True, ensure_ascii=False),
                 "tainted": bool(run.state.get("tainted")) or run.tainted,
                 "taint_reasons": run.state.get("taint_reasons", []) or [r for r in run.taint_reason.splitlines() if r],
+                "provenance": provenance.of_approval(approval),
             })
         recent = (ApprovalRequest.objects.filter(decided_by=request.user).select_related("run", "approver_role")
                   .order_by("-decided_at")[:10])

@@ -15,7 +15,7 @@ from governance.access import StampedTokenAuthentication
 from governance.api_errors import Forbidden
 from governance.api_fields import StrictSerializer, has_text
 from governance.permissions import CanStartRuns
-from runs import selectors, services
+from runs import provenance, selectors, services
 from runs.idempotency import idempotent
 from runs.models import ApprovalRequest, Run, RunEvent
 from runs.throttles import PostThrottle
@@ -220,14 +220,19 @@ class ApprovalOutputSerializer(serializers.ModelSerializer):
     decided_by = serializers.CharField(source="decided_by.username", allow_null=True, default=None)
     run_tainted = serializers.BooleanField(source="run.tainted")
     run_taint_reasons = serializers.SerializerMethodField(
-        help_text="Why the run is tainted: where instruction-like text came in, and which patterns it matched.")
+        help_text="Why the run is tainted: where untrusted or instruction-like text came in, and what it matched.")
+    arguments_provenance = serializers.SerializerMethodField(
+        help_text="For each argument (a path such as 'to' or 'items[0].url'): whether its value, or an address or "
+                  "URL in it, appeared in untrusted text the run read, and where (origin, tool, call_id, excerpt, "
+                  "compared as a reader sees it: `exactly` is false for a look-alike); `flags` say why an address "
+                  "or URL in it is not what it looks like, and `spelled_out` shows its non-ASCII characters.")
 
     class Meta:
         model = ApprovalRequest
         fields = [
             "id", "run_id", "agent", "caller", "tool", "arguments", "arguments_sha256", "policy_name",
             "policy_version", "approver_role", "reasons", "model_rationale", "run_tainted", "run_taint_reasons",
-            "status", "decided_by", "decided_at", "reason", "expires_at", "created_at",
+            "arguments_provenance", "status", "decided_by", "decided_at", "reason", "expires_at", "created_at",
         ]
 
     def to_representation(self, approval: ApprovalRequest) -> dict:
@@ -237,6 +242,10 @@ class ApprovalOutputSerializer(serializers.ModelSerializer):
         data["arguments"] = _redacted(data["arguments"], SECRETS)
         data["model_rationale"] = _redacted(data["model_rationale"], settings.WARRANT["REDACT"])
         return data
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_arguments_provenance(self, approval: ApprovalRequest) -> list[dict]:
+        return provenance.of_approval(approval)
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_run_taint_reasons(self, approval: ApprovalRequest) -> list[str]:

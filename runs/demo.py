@@ -10,9 +10,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 
-from agents.demo_data import TOOL_DEFINITIONS, load_crm
-from agents.models import Agent, ModelProfile, Tool
+from agents.demo_data import TOOL_DEFINITIONS, TRUSTED_OUTPUT, load_crm
+from agents.models import Agent, ModelProfile, Tool, TrustChange
 from agents.services import agent_publish
+from agents.trust import tool_trust
 from governance.models import Policy, ToolGrant
 from governance.services import policy_create
 from skills.models import Skill
@@ -107,6 +108,12 @@ def demo_load(*, skills_dir: Path | None = None) -> dict:
     for definition in TOOL_DEFINITIONS:
         tool, _ = Tool.objects.update_or_create(name=definition["name"], defaults={
             k: definition[k] for k in ("description", "input_schema", "side_effect", "handler")})
+        if definition["name"] in TRUSTED_OUTPUT and not TrustChange.objects.filter(
+                subject=TrustChange.Subject.TOOL, name=definition["name"]).exists():
+            # The demo's deliberate marks (agents.demo_data says why), recorded like an admin's;
+            # set once, so a reload never undoes a governance admin's later change.
+            tool = tool_trust(tool=tool, trusted=True, user=None, platform=True,
+                              reason=f"demo: {TRUSTED_OUTPUT[definition['name']]}")
         tools.append(tool)
     roles = _roles()
     users = _users(roles, os.environ.get("DEMO_PASSWORD") or "warrant-demo")

@@ -54,7 +54,8 @@ def _load_agent(agent_slug: str) -> AgentGovernance | None:
         return AgentGovernance(agent=agent, version=None)
     spec = version.spec
     tools = {t.name: t.spec() | {"handler": t.handler, "timeout_seconds": t.timeout_seconds}
-             for t in Tool.objects.select_related("approver_role").filter(name__in=spec["tools"], enabled=True, held=False)}
+             for t in Tool.objects.select_related("approver_role", "tool_source").filter(
+                 name__in=spec["tools"], enabled=True, held=False)}
     policies = policy_specs(agent_slug=agent.slug)
     return AgentGovernance(
         agent=agent, version=version,

@@ -17,8 +17,9 @@ from agents.backends.base import ModelOutputInvalid, ModelRequest, ModelResponse
 from agents.tools import arguments
 from agents.tools.envelopes import error as error_envelope
 from governance import engine
+from governance.approval_rule import approval_needed
 from governance.screening import screen, screen_known, screen_value
-from runs import context
+from runs import context, provenance
 from runs.states import ErrorCode, RunStatus, StopReason
 from skills.matcher import match_skills
 
@@ -71,6 +72,9 @@ class Park:
     policy: dict | None
     reasons: list[str]
     rationale: str
+    # For each argument: whether its value appeared in untrusted text, where, and what is wrong
+    # with its addresses and URLs (runs.provenance). Computed here, once, for the approver's card.
+    provenance: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,10 @@ def initial_state(input_text: str) -> dict:
         "tool_log": [],
         "tainted": False,
         "taint_reasons": [],
+        # Where untrusted text came in: call ids of untrusted tools' results, names of the tools
+        # whose descriptions came from an untrusted source (runs.provenance reads both).
+        "untrusted_calls": [],
+        "untrusted_descriptions": [],
         "parks": 0,  # times the run stopped for an approver: none means it has no approval requests
     }
 
@@ -156,12 +164,34 @@ def _stop_condition(state, snapshot, deps, cancel_requested, deadline) -> Finish
     return None
 
 
+UNTRUSTED = "untrusted source"
+
+
 def _taint(state: dict, origin: str, reasons: list[str]) -> dict | None:
     if not reasons:
         return None
     state["tainted"] = True
-    state["taint_reasons"].append(f"{origin}: {', '.join(reasons)}")
+    line = f"{origin}: {', '.join(reasons)}"
+    if line not in state["taint_reasons"]:  # the same tool read ten times is one reason, not ten
+        state["taint_reasons"].append(line)
     return {"origin": origin, "patterns": reasons}
+
+
+def _discovered(tool: dict) -> bool:
+    """Its description was written elsewhere: an MCP server's or an OpenAPI document's words.
+    (A Python source's are docstrings of code the platform engineer allowed, like ours.)"""
+    return tool.get("source") in ("mcp", "openapi")
+
+
+def _read_untrusted(state: dict, call: dict, tool: dict, envelope: dict) -> dict | None:
+    """Taint by provenance: what an untrusted tool said taints the run, whatever its words; the
+    screen's findings say what else it looked like. A trusted tool taints only when screened."""
+    found = screen_value(envelope, data=True)
+    # A snapshot frozen before trust marks existed has no "trusted": untrusted, so it fails closed.
+    if not tool.get("trusted", False):
+        state.setdefault("untrusted_calls", []).append(call["id"])
+        found = [UNTRUSTED] + found
+    return _taint(state, f"result of {call['name']}", found)
 
 
 def _begin(result: StepResult, snapshot: dict) -> None:
@@ -186,7 +216,13 @@ def _begin(result: StepResult, snapshot: dict) -> None:
     # model verbatim: a poisoned description is an injection like any other.
     for name in context.visible_tools(snapshot):
         description = snapshot["tools"][name].get("description", "")
-        if (taint := _taint(state, f"description of tool {name}", screen_known(description))) is not None:
+        found = screen_known(description)
+        tool = snapshot["tools"][name]
+        if _discovered(tool) and not tool.get("trusted", False):
+            # Shown to the model verbatim: a source that is not trusted taints from the start.
+            state.setdefault("untrusted_descriptions", []).append(name)
+            found = [UNTRUSTED] + found
+        if (taint := _taint(state, f"description of tool {name}", found)) is not None:
             events.append(("tainted", taint))
     for spec, decision in engine.input_decisions(specs, agent=agent, text=text, type_="playbook"):
         state["playbooks"].append(spec.id)
@@ -393,26 +429,19 @@ def _approval_needed(snapshot: dict, state: dict, call: dict, deps: Deps) -> tup
     agent = snapshot["agent"]["slug"]
     tool = snapshot["tools"][call["name"]]
     found = engine.tool_approval(specs, agent=agent, tool=call["name"], text=state["messages"][0]["content"])
-    taint = ["the run is tainted: " + "; ".join(state["taint_reasons"])] if state["tainted"] else []
-    # A secret on its way out is never the model's call to make, whatever the policies say.
-    leaked = deps.leaks(call["arguments"]) if tool["side_effect"] else []
-    if leaked:
-        taint.append("the arguments carry a secret: " + ", ".join(leaked))
-    if found is not None:
-        spec, decision = found
-        reasons = [f"policy {spec.name} v{spec.version}"] + taint
-        return spec.approver_role, spec.approval_ttl_seconds, decision.explain(), reasons
-    if tool.get("requires_approval"):
-        role = tool.get("approver_role")
-        if not role:
-            raise engine.PolicyEvaluationError(f"tool {call['name']}", "it requires approval but names no approver role")
-        return role, None, None, [f"tool {call['name']} requires approval"] + taint
-    if tool["side_effect"] and taint:
-        role = snapshot.get("taint_approver_role")
-        if not role:
-            raise engine.PolicyEvaluationError("tainted-run rule", "no approver role is configured for tainted runs")
-        return role, None, None, taint
-    return None
+    must = ["the run is tainted: " + "; ".join(state["taint_reasons"])] if state["tainted"] else []
+    if tool["side_effect"]:
+        # A secret on its way out, or an address that is not what it looks like, is never the
+        # model's call to make, whatever the policies say.
+        if leaked := deps.leaks(call["arguments"]):
+            must.append("the arguments carry a secret: " + ", ".join(leaked))
+        if spoofed := provenance.flags(call["arguments"]):
+            must.append("an address or URL is not what it looks like: " + "; ".join(spoofed))
+    needed = approval_needed(tool_name=call["name"], tool=tool, found=found, must_approve=must,
+                             taint_approver_role=snapshot.get("taint_approver_role", ""))
+    if needed is None:
+        return None
+    return needed.approver_role, needed.ttl_seconds, needed.policy, needed.reasons
 
 
 def _run_tools(result: StepResult, snapshot: dict, deps: Deps, *, run_id: str, decisions: dict) -> None:
@@ -454,10 +483,13 @@ def _run_tools(result: StepResult, snapshot: dict, deps: Deps, *, run_id: str, d
                 if policy:
                     state["fired"].append(policy)
                 state["parks"] = state.get("parks", 0) + 1
+                # Kept in the state as read (the trace is redacted): the approver's card shows it.
+                found = provenance.arguments_provenance(call["arguments"], provenance.untrusted_texts(state, snapshot))
+                state.setdefault("provenance", {})[call["id"]] = found
                 result.outcome = Park(
                     call_id=call["id"], step=call["step"], tool=call["name"], arguments=call["arguments"],
                     arguments_sha256=digest, approver_role=role, ttl_seconds=ttl, policy=policy,
-                    reasons=reasons, rationale=state.get("rationale", ""),
+                    reasons=reasons, rationale=state.get("rationale", ""), provenance=found,
                 )
                 return
             if decision["status"] != "approved":
@@ -475,7 +507,7 @@ def _run_tools(result: StepResult, snapshot: dict, deps: Deps, *, run_id: str, d
         started = deps.now()
         envelope = deps.execute(call, side_effect=snapshot["tools"][call["name"]]["side_effect"], approval_id=approval_id)
         _record(state, events, call, envelope, duration_ms=int((deps.now() - started) * 1000), approval_id=approval_id)
-        if (taint := _taint(state, f"result of {call['name']}", screen_value(envelope, data=True))) is not None:
+        if (taint := _read_untrusted(state, call, snapshot["tools"][call["name"]], envelope)) is not None:
             events.append(("tainted", taint))
 
 

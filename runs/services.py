@@ -410,7 +410,9 @@ def _park(run: Run, park: harness.Park, role: Group) -> None:
     _set_status(run, RunStatus.AWAITING_APPROVAL, lease_owner="", lease_expires_at=None, events=[(
         "approval_requested", {"approval_id": str(request.id), "tool": park.tool, "arguments": park.arguments,
                                "arguments_sha256": park.arguments_sha256, "approver_role": role.name,
-                               "policy": park.policy, "reasons": park.reasons})])
+                               "policy": park.policy, "reasons": park.reasons,
+                               # Where each argument came from, for the approver's card (runs.provenance).
+                               "provenance": park.provenance})])
 
 
 def _approval_request(run: Run, park: harness.Park, role: Group) -> ApprovalRequest:

@@ -111,6 +111,10 @@ def test_a_governance_admin_may_lift_the_approval_of_an_openapi_write(warrant_ap
     tool = _enable_and_grant("warrant__policies_evaluate")
     response = admin.patch(f"/api/v1/tools/{tool.name}/", {"requires_approval": False}, format="json")
     assert response.status_code == 200 and response.json()["requires_approval"] is False
+    # Its description is the source's text: until the source is trusted, it taints the run.
+    response = admin.patch("/api/v1/tool-sources/warrant/", {"trusted": True, "trust_reason": "our own API"},
+                           format="json")
+    assert response.status_code == 200 and response.json()["trusted"] is True
     replay_agent(tool)
     arguments = {"body": {"agent": "crm-assistant", "input": "List all accounts."}}
     run = run_script({"turns": [[{"name": tool.name, "arguments": arguments}]]})
