@@ -209,6 +209,10 @@ class DecisionSerializer(serializers.Serializer):
     version = serializers.IntegerField()
     type = serializers.CharField()
     matched = serializers.ListField(child=serializers.CharField())
+    quoted = serializers.ListField(
+        child=serializers.CharField(trim_whitespace=False), default=list,
+        help_text="The words of the input that fired it, as sent (matching reads through lookalike and "
+                  "invisible characters; this is what was actually written).")
 
     class Meta:
         ref_name = "PolicyDecision"

@@ -97,3 +97,11 @@ def hidden_tools(*, agent: Agent | None, role: str | None, shown: list[str]) -> 
             reason = "not available"
         rows.append({"name": name, "reason": reason})
     return rows
+
+
+def unsound_policies() -> list[dict]:
+    """Enabled policies the engine cannot evaluate, each with why: a regex saved before policies
+    ran on RE2 that RE2 cannot run, or a row edited past the services. Every run such a policy
+    applies to fails closed until a governance admin fixes or disables it."""
+    return [{"policy": spec.name, "id": spec.id, "version": spec.version, "problems": problems}
+            for spec in policy_specs() if (problems := engine.validate(spec))]

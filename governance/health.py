@@ -19,8 +19,22 @@ def readyz(request):
         checks["database"] = {"ok": False, "error": type(exc).__name__}
     checks["broker"] = _broker()
     ready = all(c["ok"] for c in checks.values())
-    return JsonResponse({"ready": ready, "checks": checks, "models": _models(checks["database"]["ok"])},
+    return JsonResponse({"ready": ready, "checks": checks, "models": _models(checks["database"]["ok"]),
+                         "unsound_policies": _unsound_policies(checks["database"]["ok"])},
                         status=200 if ready else 503)
+
+
+def _unsound_policies(database_ok: bool) -> list[dict] | None:
+    """Enabled policies the engine cannot evaluate (a stored regex RE2 cannot run, say).
+    Informational: runs they apply to fail closed, the rest go on."""
+    if not database_ok:
+        return None
+    from governance.evaluation import unsound_policies
+
+    try:
+        return unsound_policies()
+    except Exception:  # readiness reports the failure instead of raising it
+        return None
 
 
 def _models(database_ok: bool) -> list[dict] | None:
