@@ -14,6 +14,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
+from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.db import connection
@@ -96,15 +97,22 @@ def history(demo, settings, tmp_path):
     """Four sealed receipts (#4 with an approval), a fifth run parked, every seal witnessed."""
     settings.WARRANT_WITNESS_FILE = str(tmp_path / "witness.jsonl")
     operator, approver = User.objects.get(username="operator"), User.objects.get(username="approver")
+
+    def start(text):
+        run, _ = services.run_start(agent_slug="crm-assistant", input_text=text, caller=operator)
+        if not django_settings.CELERY_TASK_ALWAYS_EAGER:  # PostgreSQL's pass has no worker: advance here
+            services.run_advance(run_id=run.id)
+        return run
+
     for i in range(3):
-        services.run_start(agent_slug="crm-assistant", input_text=f"List all accounts. ({i})", caller=operator)
-    deleting, _ = services.run_start(agent_slug="crm-assistant", input_text="Delete the account Initech.",
-                                     caller=operator)
-    parked, _ = services.run_start(agent_slug="crm-assistant", input_text="Send an email to dana.whitfield@example.com "
-                                   "about the Acme renewal.", caller=operator)
+        start(f"List all accounts. ({i})")
+    deleting = start("Delete the account Initech.")
+    parked = start("Send an email to dana.whitfield@example.com about the Acme renewal.")
     pending = ApprovalRequest.objects.get(run=deleting, status="pending")
     services.approval_decide(approval_id=pending.id, user=approver, approve=True, reason="customer asked",
                              via="session")
+    if not django_settings.CELERY_TASK_ALWAYS_EAGER:
+        services.run_advance(run_id=deleting.id)
     assert Receipt.objects.count() == 4 and _receipt(4).run_id == deleting.id
     assert Run.objects.get(id=parked.id).status == "awaiting_approval"
     call_command("verify_receipts")  # intact before the attack
