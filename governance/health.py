@@ -18,10 +18,38 @@ def readyz(request):
     except Exception as exc:  # readiness reports the failure instead of raising it
         checks["database"] = {"ok": False, "error": type(exc).__name__}
     checks["broker"] = _broker()
+    checks["signing_key"] = _signing_key()
     ready = all(c["ok"] for c in checks.values())
     return JsonResponse({"ready": ready, "checks": checks, "models": _models(checks["database"]["ok"]),
-                         "unsound_policies": _unsound_policies(checks["database"]["ok"])},
+                         "unsound_policies": _unsound_policies(checks["database"]["ok"]),
+                         "witness": _witness(checks["database"]["ok"])},
                         status=200 if ready else 503)
+
+
+def _signing_key() -> dict:
+    """No key, no receipt: a run could not be sealed, so the process is not ready."""
+    from runs import signing
+
+    try:
+        return {"ok": True, "key_id": signing.signing_key()[0]}
+    except Exception as exc:  # readiness reports the failure instead of raising it
+        return {"ok": False, "error": type(exc).__name__}
+
+
+def _witness(database_ok: bool) -> dict | None:
+    """Whether each witness sink has the chain's head, and how far behind it is. Informational: a
+    witness that is down does not stop runs (they are caught up later), so it does not make the
+    process unready. Without beat (the embedded default) this is also when a sink is caught up."""
+    if not database_ok:
+        return None
+    from runs import witness
+
+    try:
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            witness.witness_publish()
+        return witness.witness_status()
+    except Exception as exc:  # readiness reports the failure instead of raising it
+        return {"ok": False, "error": type(exc).__name__}
 
 
 def _unsound_policies(database_ok: bool) -> list[dict] | None:
