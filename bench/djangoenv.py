@@ -1,5 +1,6 @@
 """Django for a benchmark process: production settings (DEBUG off), a database of its own, the demo."""
 
+import base64
 import os
 from pathlib import Path
 
@@ -22,6 +23,8 @@ def configure(workdir: Path, *, database_url: str = "", broker_url: str = "", se
         "WARRANT_THROTTLE_RUN_CREATE": "100000000/min",
         "WARRANT_THROTTLE_APPROVAL_DECIDE": "100000000/min",
     })
+    # Production mode needs a receipt signing key; children inherit the parent's (one chain, one key).
+    os.environ.setdefault("WARRANT_RECEIPT_SIGNING_KEY", base64.b64encode(os.urandom(32)).decode())
     for name, value in (("DATABASE_URL", database_url), ("CELERY_BROKER_URL", broker_url)):
         if value:
             os.environ[name] = value

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import base64
 import os
 import re
 import shutil
@@ -317,6 +318,7 @@ def _server_env(tmp: Path) -> dict[str, str]:
         "WARRANT_DATA_DIR": str(tmp),
         "DJANGO_DEBUG": "0",
         "DJANGO_SECRET_KEY": "fuzz",
+        "WARRANT_RECEIPT_SIGNING_KEY": base64.b64encode(os.urandom(32)).decode(),  # production needs one
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
         # Profiles the fuzzer creates and tests (POST model-profiles/{name}/test/) reach loopback only.
         "WARRANT_MODEL_ALLOWED_HOSTS": "127.0.0.1,localhost",

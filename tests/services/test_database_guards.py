@@ -5,6 +5,7 @@ process whose database or broker is gone says so: /readyz answers 503 naming the
 dependency, and the API answers a JSON 503, never a traceback or an HTML page.
 """
 
+import base64
 import os
 import signal
 import socket
@@ -116,6 +117,7 @@ def web_server(*, database_url: str, broker_url: str, logdir: Path, runserver: b
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "CELERY_"))}
     env.update({"DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": "x", "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+                "WARRANT_RECEIPT_SIGNING_KEY": base64.b64encode(os.urandom(32)).decode(),  # production needs one
                 "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain HTTP on loopback; production redirects to TLS
                 "DATABASE_URL": database_url, "CELERY_BROKER_URL": broker_url, "PYTHONPATH": str(ROOT)})
     argv = ([PYTHON, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"] if runserver
