@@ -118,13 +118,16 @@ def number(value: float) -> str:
 
 
 # Where Python's own encoder (sorted keys, no ASCII escaping, compact separators) can differ from
-# RFC 8785: floats print differently, big integers must be refused, astral keys sort differently,
-# and a lone surrogate has no UTF-8 form. Text free of these is checked at C speed: outside its
-# strings (every other piece between quotes, when no quote is escaped) JSON text holds no "." and
-# no "e" but in true and false unless it holds a float. (Plain substring tests: an alternation
-# regex costs more than the encoding.)
+# RFC 8785: exponents ("1e-07", "1e+16") and integral floats ("100.0") print differently, big
+# integers must be refused, keys with astral characters sort differently from keys with
+# U+E000..U+FFFF, and a lone surrogate has no UTF-8 form. Other floats print alike: both pick the
+# shortest digits that read back. Text free of these is checked at C speed; outside its strings
+# (every other piece between quotes, when no quote is escaped) an "e" can only be in true, false
+# or an exponent. Plain substring tests: an alternation regex costs more than the encoding.
 _BIG_INT = re.compile(r"\d{16}")
-_ASTRAL_OR_SURROGATE = re.compile("[\U00010000-\U0010ffff\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+_HIGH_BMP = re.compile("[\ue000-\uffff]")
 _MISSING = object()
 
 
@@ -145,10 +148,14 @@ def _python_form_is_canonical(text: str) -> bool:
         return False
     outside = "".join(text.split('"')[::2])
     words = outside.replace("true", "").replace("false", "")
-    return (
-        "." not in outside and "e" not in words and "E" not in words and not _BIG_INT.search(outside)
-        and (text.isascii() or not _ASTRAL_OR_SURROGATE.search(text))
-    )
+    if "e" in words or "E" in words or _BIG_INT.search(outside):
+        return False
+    if "." in outside and (".0," in outside or ".0}" in outside or ".0]" in outside or outside.endswith(".0")):
+        return False
+    if not text.isascii():
+        if _SURROGATE.search(text) or (_ASTRAL.search(text) and _HIGH_BMP.search(text)):
+            return False
+    return True
 
 
 def _encoded_by_python(value) -> str | None:

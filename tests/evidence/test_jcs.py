@@ -157,3 +157,24 @@ def test_random_values_match_rfc8785_on_both_paths():
         expected = rfc8785.dumps(value)
         assert canonicalize(value) == expected, value
         assert is_canonical(expected.decode("utf-8"))
+
+
+def test_the_fast_path_never_disagrees_on_doubles():
+    import math
+    import random
+    import struct
+
+    from warrant_verify.jcs import _encoded_by_python
+
+    rng = random.Random(2**53)
+    taken = 0
+    for _ in range(20000):
+        value = struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]
+        if math.isnan(value) or math.isinf(value):
+            continue
+        value = value if rng.random() < 0.5 else round(value % 10**rng.randint(0, 18), rng.randint(0, 8))
+        fast = _encoded_by_python({"x": [value, -value]})
+        if fast is not None:
+            taken += 1
+            assert fast.encode("utf-8") == rfc8785.dumps({"x": [value, -value]}), value
+    assert taken > 300  # the fast path really was exercised on floats
