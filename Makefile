@@ -32,6 +32,8 @@ demo: install
 	DJANGO_DEBUG=1 $(PY) manage.py load_demo
 
 # The venv's programs come first on PATH, so an mcp_stdio source can start `mcp-server-time`.
+# No receipt signing key set: receipts are signed with a demo key made once in var/receipt-signing-key.pem
+# (the log says so). Production sets WARRANT_RECEIPT_SIGNING_KEY_FILE (manage.py receipt_keys generate).
 run: demo
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" DJANGO_DEBUG=1 $(PY) manage.py runserver 127.0.0.1:$(PORT)
 
