@@ -1,8 +1,9 @@
 """Receipts as evidence files: JSON lines and CSV. One implementation for the API and the admin.
 
 CSV cells that a spreadsheet would run as a formula are neutralised with a leading quote; the
-JSON lines carry each receipt's canonical body with its chain fields, so they can be verified
-offline.
+JSON lines carry each receipt's body with its chain fields, key id and signature. What an auditor
+verifies offline is an evidence bundle (runs.evidence): these files select by any filter, so they
+are not a gap-free piece of the chain and carry neither the keys nor a signed manifest.
 """
 
 import csv
@@ -32,8 +33,10 @@ def neutralise(value) -> str:
 
 
 def receipt_jsonl_line(receipt: Receipt) -> str:
-    return json.dumps({"id": str(receipt.id), "seq": receipt.seq, "prev_hash": receipt.prev_hash,
-                       "hash": receipt.hash, "body": json.loads(receipt.body)}, sort_keys=True, ensure_ascii=False)
+    return json.dumps({"id": str(receipt.id), "run_id": str(receipt.run_id), "seq": receipt.seq,
+                       "prev_hash": receipt.prev_hash, "hash": receipt.hash, "body": json.loads(receipt.body),
+                       "key_id": receipt.key_id, "signature": receipt.signature},
+                      sort_keys=True, ensure_ascii=False)
 
 
 def receipts_jsonl(receipts: Iterable[Receipt]) -> str:

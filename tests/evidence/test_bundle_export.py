@@ -14,10 +14,13 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
-from runs import append_only
+from runs import append_only, signing
 from runs.evidence import BUNDLE_FILES
 from runs.models import Receipt, ReceiptAccess, ReceiptCheckpoint
+from tests.evidence.fresh_venv import fresh_verifier
 from tests.runs.helpers import start
+from warrant_verify.keys import verify_signature
+from warrant_verify.messages import receipt_message
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -269,3 +272,31 @@ def test_the_command_writes_into_an_empty_directory_only(demo, tmp_path):
     assert zipfile.is_zipfile(tmp_path / "b.zip")
     with pytest.raises(CommandError, match="exists"):
         export(tmp_path / "b.zip")
+
+
+# --- on an auditor's machine -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_bundle_the_api_made_verifies_in_a_fresh_venv_with_only_cryptography(operator, approver, compliance,
+                                                                                tmp_path):
+    witness = tmp_path / "witness.jsonl"
+    with override_settings(WARRANT_WITNESS_FILE=str(witness)):
+        work(operator, approver)
+        zipped = tmp_path / "bundle.zip"
+        zipped.write_bytes(api_bundle(compliance))
+        keys = tmp_path / "keys.json"
+        keys.write_bytes(compliance.get("/api/v1/receipts/keys/").content)
+    auditor = fresh_verifier(tmp_path / "machine")
+    result = auditor(zipped, "--public-key", keys, "--witness", witness)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("intact: bundle.zip: 4 receipts") and "--public-key" in result.stdout
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_json_lines_export_carries_each_receipts_key_id_and_signature(operator, compliance):
+    start(operator, "List all accounts.")
+    line = json.loads(compliance.get("/api/v1/receipts/export/?format=jsonl").content)
+    message = receipt_message(seq=line["seq"], prev_hash=line["prev_hash"], hash=line["hash"], key_id=line["key_id"],
+                              run_id=line["run_id"])
+    assert verify_signature(signing.key_set(), line["key_id"], message, line["signature"]) == ""
