@@ -45,7 +45,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -190,7 +189,8 @@ STATIC_ROOT = DATA_DIR / "static"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        # Keys stored as digests, expiring, revocable (governance.tokens); DRF's own Token model is not used.
+        "governance.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -199,7 +199,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "governance.api_errors.exception_handler",
     "DEFAULT_FILTER_BACKENDS": ["governance.filters.StrictFilterBackend"],
     # JSON in: form and multipart bodies cannot say null or carry lists, so they are refused (415).
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # Nesting is bounded (governance.parsers): a deep body is a 400, not a RecursionError.
+    "DEFAULT_PARSER_CLASSES": ["governance.parsers.BoundedJSONParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_SCHEMA_CLASS": "governance.schema.WarrantAutoSchema",
     "DEFAULT_THROTTLE_RATES": {
@@ -302,6 +303,8 @@ WARRANT = {
     "MCP_SESSION_IDLE_SECONDS": float(os.environ.get("WARRANT_MCP_SESSION_IDLE_SECONDS", "300")),
     "MCP_MAX_SESSIONS": int(os.environ.get("WARRANT_MCP_MAX_SESSIONS", "32")),
     # Dotted-path prefixes a python tool source may import (comma-separated); empty = any module.
+    # API tokens expire this many days after they are issued; 0 = never (not advised).
+    "TOKEN_TTL_DAYS": int(os.environ.get("WARRANT_TOKEN_TTL_DAYS", "90")),
     "PYTHON_TOOL_MODULES": [c.strip() for c in os.environ.get("WARRANT_PYTHON_TOOL_MODULES", "").split(",") if c.strip()],
 }
 

@@ -23,6 +23,7 @@ from agents.models import Agent
 from governance.api_errors import DomainError
 from governance.models import Policy
 from governance.permissions import reads_everything
+from governance.roles import describe, unstaffed_approver_roles
 from runs import provenance, selectors
 from runs.access_log import receipt_access_record
 from runs.models import ApprovalRequest, Receipt, ReceiptAccess, Run, RunEvent, SideEffect
@@ -188,7 +189,8 @@ class SideEffectAdmin(ReadOnlyAdmin):
 class ApprovalRequestAdmin(WorkbenchAdmin):
     """The changelist is the record of every request; the queue (queue/) is where decisions happen."""
 
-    list_display = ["tool", "run_link", "approver_role", "status_text", "decided_by", "expires_at", "created_at"]
+    list_display = ["tool", "run_link", "approver_role", "status_text", "decided_by", "decided_via", "expires_at",
+                    "created_at"]
     list_filter = ["status", "approver_role", ("created_at", admin.DateFieldListFilter)]
     list_select_related = ["run", "approver_role", "decided_by"]
     change_list_template = "admin/runs/approvalrequest/change_list.html"
@@ -216,6 +218,8 @@ class ApprovalRequestAdmin(WorkbenchAdmin):
             return redirect("admin:index")
         # Without a beat process (the embedded default) overdue requests are closed when looked at.
         approval_expire_due()
+        for entry in unstaffed_approver_roles():
+            messages.warning(request, f"Nobody can decide: {describe(entry)}.")
         now = timezone.now()
         cards = []
         for approval in selectors.approval_queue(request.user).select_related("run__agent_version"):
@@ -254,7 +258,7 @@ class ApprovalRequestAdmin(WorkbenchAdmin):
             return redirect(queue)
         try:
             approval = approval_decide(approval_id=approval_id, user=request.user, approve=decision == "approve",
-                                       reason=reason)
+                                       reason=reason, via="session")
         except DomainError as exc:  # a denial without a reason, a decision by the run's caller, a second decision
             messages.error(request, f"Nothing was decided: {exc.message}.")
             return redirect(f"{queue}#approval-{approval_id}")

@@ -11,7 +11,8 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from governance import redaction
-from governance.access import StampedTokenAuthentication
+from governance.auth import ApiTokenAuthentication
+from governance.tokens import auth_via
 from governance.api_errors import Forbidden
 from governance.api_fields import StrictSerializer, has_text
 from governance.permissions import CanStartRuns
@@ -121,7 +122,7 @@ class RunListCreateApi(ListAPIView):
 
     serializer_class = RunOutputSerializer
     filterset_class = RunFilter
-    authentication_classes = [StampedTokenAuthentication, SessionAuthentication]
+    authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
     throttle_classes = [PostThrottle]
     throttle_scope = "run_create"
 
@@ -218,6 +219,8 @@ class ApprovalOutputSerializer(serializers.ModelSerializer):
     caller = serializers.CharField(source="run.caller.username")
     approver_role = serializers.CharField(source="approver_role.name")
     decided_by = serializers.CharField(source="decided_by.username", allow_null=True, default=None)
+    decided_via = serializers.CharField(
+        help_text="How the decider authenticated: 'session', or 'token:' and the token's public id; empty until decided.")
     run_tainted = serializers.BooleanField(source="run.tainted")
     run_taint_reasons = serializers.SerializerMethodField(
         help_text="Why the run is tainted: where untrusted or instruction-like text came in, and what it matched.")
@@ -232,7 +235,7 @@ class ApprovalOutputSerializer(serializers.ModelSerializer):
         fields = [
             "id", "run_id", "agent", "caller", "tool", "arguments", "arguments_sha256", "policy_name",
             "policy_version", "approver_role", "reasons", "model_rationale", "run_tainted", "run_taint_reasons",
-            "arguments_provenance", "status", "decided_by", "decided_at", "reason", "expires_at", "created_at",
+            "arguments_provenance", "status", "decided_by", "decided_at", "decided_via", "reason", "expires_at", "created_at",
         ]
 
     def to_representation(self, approval: ApprovalRequest) -> dict:
@@ -293,7 +296,8 @@ class ApprovalDecideApi(GenericAPIView):
         serializer.is_valid(raise_exception=True)
         approval = get_object_or_404(selectors.approvals_visible_to(request.user), id=approval_id)
         approval = services.approval_decide(
-            approval_id=approval.id, user=request.user, approve=self.approve, reason=serializer.validated_data["reason"]
+            approval_id=approval.id, user=request.user, approve=self.approve, reason=serializer.validated_data["reason"],
+            via=auth_via(request),
         )
         approval = selectors.approvals_visible_to(request.user).get(id=approval.id)
         return Response(ApprovalOutputSerializer(approval).data)

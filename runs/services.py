@@ -495,7 +495,9 @@ class InvalidDecision(DomainError):
     code = "invalid"
 
 
-def approval_decide(*, approval_id, user, approve: bool, reason: str = "") -> ApprovalRequest:
+def approval_decide(*, approval_id, user, approve: bool, reason: str = "", via: str) -> ApprovalRequest:
+    """`via`: how `user` authenticated ('session', or 'token:' and the token's public id),
+    recorded on the decision and in its event."""
     with transaction.atomic():
         locked = _lock_approval(approval_id)
         if locked is None:
@@ -514,7 +516,7 @@ def approval_decide(*, approval_id, user, approve: bool, reason: str = "") -> Ap
             _approval_close(run, approval, ApprovalRequest.Status.EXPIRED, now=now, user=None, reason=EXPIRED_REASON)
         else:
             status = ApprovalRequest.Status.APPROVED if approve else ApprovalRequest.Status.DENIED
-            _approval_close(run, approval, status, now=now, user=user, reason=reason)
+            _approval_close(run, approval, status, now=now, user=user, reason=reason, via=via)
     if expired:
         raise Conflict("this request expired before a decision; it counts as denied", details={"status": "expired"})
     return approval
@@ -523,11 +525,13 @@ def approval_decide(*, approval_id, user, approve: bool, reason: str = "") -> Ap
 EXPIRED_REASON = "expired before a decision; counts as denied"
 
 
-def _approval_close(run: Run, approval: ApprovalRequest, status: str, *, now, user, reason: str) -> None:
+def _approval_close(run: Run, approval: ApprovalRequest, status: str, *, now, user, reason: str, via: str = "") -> None:
     approval.status, approval.decided_by, approval.decided_at, approval.reason = status, user, now, reason
-    approval.save(update_fields=["status", "decided_by", "decided_at", "reason"])
+    approval.decided_via = via
+    approval.save(update_fields=["status", "decided_by", "decided_at", "reason", "decided_via"])
     decided = ("approval_decided", {"approval_id": str(approval.id), "tool": approval.tool, "decision": status,
-                                    "decided_by": user.get_username() if user else None, "reason": reason})
+                                    "decided_by": user.get_username() if user else None, "reason": reason,
+                                    "decided_via": via or None})
     if run.status == RunStatus.AWAITING_APPROVAL:
         # Time spent waiting for a human does not count against the run's own deadline. The
         # status change numbers the decision's event in the same statement.
