@@ -15,6 +15,7 @@ from agents.models import (
 )
 from agents.services import agent_publish, model_profile_check, tool_update
 from governance.api_errors import DomainError
+from governance.roles import StaffedApproverRoleForm
 from governance.permissions import is_governance_admin
 
 
@@ -29,7 +30,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class ToolSourceAdminForm(forms.ModelForm):
+class ToolSourceAdminForm(StaffedApproverRoleForm):
     class Meta:
         model = ToolSource
         fields = "__all__"
@@ -109,6 +110,7 @@ class TrustChangeAdmin(ReadOnlyAdmin):
 
 @admin.register(Tool)
 class ToolAdmin(admin.ModelAdmin):
+    form = StaffedApproverRoleForm
     list_display = ["name", "source", "tool_source", "side_effect", "requires_approval", "enabled", "held"]
     list_filter = ["held", "enabled", "side_effect", "requires_approval", "source", "tool_source"]
     search_fields = ["name", "description"]

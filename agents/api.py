@@ -6,7 +6,6 @@ Inputs name every writable field: anything else in a body is refused, never sile
 
 
 import jsonschema
-from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models import Max
 from django.shortcuts import get_object_or_404
@@ -22,6 +21,7 @@ from agents.sources import tool_change_diff
 from agents.trust import tool_trust
 from governance.api_fields import StrictSerializer, UniqueListField
 from governance.permissions import IsGovernanceAdmin, ReadAnyRoleWriteGovernanceAdmin
+from governance.roles import StaffedRoleField
 
 
 # --- the strict-fields helper ------------------------------------------------------------
@@ -459,8 +459,7 @@ class ToolDetailApi(GenericAPIView):
         timeout_seconds = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
         requires_approval = serializers.BooleanField(
             required=False, help_text="Every call waits for the approver role, whatever the policies say.")
-        approver_role = serializers.SlugRelatedField(slug_field="name", queryset=Group.objects.all(), required=False,
-                                                     allow_null=True)
+        approver_role = StaffedRoleField(required=False, allow_null=True)
         trusted_output = serializers.BooleanField(
             required=False, help_text="Built-in tools only: its results hold no outsiders' text, so reading them does "
                                       "not taint a run (409 for a discovered tool: mark its source). Recorded.")

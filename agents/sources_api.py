@@ -3,7 +3,6 @@ and re-approve a tool held because it changed at its source. Governance admins o
 command line and URLs are infrastructure, not something every role needs to read.
 """
 
-from django.contrib.auth.models import Group
 from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -15,6 +14,7 @@ from agents.api import TimeoutField, ToolOutputSerializer, _Paginated
 from agents.models import Tool, ToolSource
 from agents.trust import tool_source_trust
 from agents.services import HTTP_URL_PATTERN, KeyEnvNameValidator
+from governance.roles import StaffedRoleField
 from agents.sources import HEADER_NAME
 from governance.api import errors
 from governance.api_fields import StrictSerializer
@@ -58,8 +58,7 @@ class _SourceFields(StrictSerializer):
                                      help_text="Name of the environment variable holding the header's value, never the "
                                                "value; not one of the platform's own (DJANGO_…, DATABASE…, WARRANT_…).")
     timeout_seconds = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
-    approver_role = serializers.SlugRelatedField(slug_field="name", queryset=Group.objects.all(), required=False,
-                                                 allow_null=True, help_text="Approves its side-effecting tools.")
+    approver_role = StaffedRoleField(required=False, allow_null=True, help_text="Approves its side-effecting tools.")
     enabled = serializers.BooleanField(required=False)
     trusted = serializers.BooleanField(
         required=False, help_text="Its tools' descriptions and results are not outsiders' text, so reading them does "

@@ -29,7 +29,7 @@ def _warrant(approval: bool):
         run, _ = run_start(agent_slug=slug, input_text="How healthy is Acme Corp?", caller=operator)
         if approval:
             pending = ApprovalRequest.objects.filter(run_id=run.id, status="pending").values_list("id", flat=True)
-            approval_decide(approval_id=pending.get(), user=approver, approve=True, reason="bench")
+            approval_decide(via="session", approval_id=pending.get(), user=approver, approve=True, reason="bench")
         return run.id
 
     def check(run_id) -> str:

@@ -21,6 +21,7 @@ def readyz(request):
     checks["signing_key"] = _signing_key()
     ready = all(c["ok"] for c in checks.values())
     return JsonResponse({"ready": ready, "checks": checks, "models": _models(checks["database"]["ok"]),
+                         "unstaffed_approver_roles": _unstaffed(checks["database"]["ok"]),
                          "unsound_policies": _unsound_policies(checks["database"]["ok"]),
                          "witness": _witness(checks["database"]["ok"])},
                         status=200 if ready else 503)
@@ -61,6 +62,19 @@ def _unsound_policies(database_ok: bool) -> list[dict] | None:
 
     try:
         return unsound_policies()
+    except Exception:  # readiness reports the failure instead of raising it
+        return None
+
+
+def _unstaffed(database_ok: bool) -> list[dict] | None:
+    """What names an approver role nobody is in (governance.roles). Informational, like the
+    models: the process can serve, but requests parked for such a role wait unseen."""
+    if not database_ok:
+        return None
+    from governance.roles import unstaffed_approver_roles
+
+    try:
+        return unstaffed_approver_roles()
     except Exception:  # readiness reports the failure instead of raising it
         return None
 

@@ -140,7 +140,11 @@ def _per_record(records: list, keys: dict, workers: int) -> list[tuple[int, str]
 
 def verify_receipts(records, *, keys: dict, start_seq: int = 1, start_prev: str = GENESIS, workers: int = 1,
                     file: str = "receipts.jsonl") -> ChainResult:
-    """Check a run of consecutive receipt records (dicts shaped as receipts.jsonl lines)."""
+    """Check a run of consecutive receipt records (dicts shaped as receipts.jsonl lines).
+
+    workers > 1 spawns processes for large inputs: a script calling this needs the usual
+    `if __name__ == "__main__":` guard.
+    """
     records = list(records)
     found: dict[int, list[str]] = {}
     for index, reason in _per_record(records, keys, workers):
@@ -225,7 +229,9 @@ def verify_checkpoints(checkpoints, *, keys: dict, hash_at, first_seq: int, last
 
     hash_at maps seq -> stored receipt hash. With `complete` (the bundle claims to reach the chain's
     head) a checkpoint past last_seq proves receipts were cut off, unless it is dated after the
-    bundle was made (`made_at`): a witness read later may rightly know of newer receipts.
+    bundle was made (`made_at`): a witness read later may rightly know of newer receipts. Given
+    `made_at`, a checkpoint past head_seq dated before it proves the same for a bounded bundle.
+    Neither given: signatures and hashes only.
     """
     failures: list[Failure] = []
     for index, checkpoint in enumerate(checkpoints):
@@ -255,11 +261,16 @@ def verify_checkpoints(checkpoints, *, keys: dict, hash_at, first_seq: int, last
             elif stored != head:
                 failures.append(Failure(file, where, f"signed head for seq {seq} differs from receipt {seq}'s hash: "
                                         "the chain was rewritten after this checkpoint"))
-        elif seq > last_seq and complete:
+        elif seq > (last_seq if complete else head_seq) and (complete or made_at is not None):
+            # Signed before the bundle was made yet past the head the bundle saw: receipts were cut
+            # off (a bounded period does not excuse it: head_seq is the chain's head at made_at).
             at, made = parse_time(checkpoint.get("at")), parse_time(made_at)
             if not (at and made and at > made):
                 failures.append(Failure(file, where, f"checkpoint at seq {seq} is past the bundle's last receipt "
-                                        f"(seq {last_seq}, head {head_seq}): the chain's tail was cut off"))
+                                        f"(seq {last_seq}, head {head_seq}): the chain's tail was cut off"
+                                        if complete else
+                                        f"checkpoint at seq {seq}, signed before the bundle was made, is past the "
+                                        f"chain's head the bundle recorded (seq {head_seq}): the tail was cut off"))
     return failures
 
 

@@ -68,7 +68,7 @@ def test_a_refused_request_leaves_its_key_free_for_the_corrected_one(operator, a
     from runs.services import approval_decide
 
     with pytest.raises(Conflict, match="already decided"):
-        approval_decide(approval_id=approval_id, user=User.objects.get(username="approver"), approve=False)
+        approval_decide(via="session", approval_id=approval_id, user=User.objects.get(username="approver"), approve=False)
 
 
 def test_a_request_whose_twin_is_in_flight_is_a_409(operator, approver):

@@ -105,6 +105,15 @@ def test_a_truncated_tail_is_caught_by_the_witness_only(tmp_path, capsys, ledger
                    "(seq 3, head 3): the chain's tail was cut off"]
 
 
+def test_a_truncated_tail_is_caught_by_the_witness_in_a_bounded_bundle_too(tmp_path, capsys, ledger):
+    _drop_last_run(ledger)
+    bundle = write_bundle(ledger, tmp_path / "bundle", period_to="2026-11-30T23:00:00Z")
+    code, out = verify(capsys, bundle, "--witness", write_witness(ledger, tmp_path / "witness.jsonl"))
+    assert code == 1
+    assert out == ["witness.jsonl: checkpoint 4: checkpoint at seq 4, signed before the bundle was made, is past "
+                   "the chain's head the bundle recorded (seq 3): the tail was cut off"]
+
+
 def test_a_witness_checkpoint_newer_than_a_bounded_bundle_is_not_a_truncation(tmp_path, capsys, ledger):
     bundle = write_bundle(ledger, tmp_path / "bundle", period_to="2026-11-30T10:00:00Z")
     ledger.run()  # sealed after the export: the witness read later knows it

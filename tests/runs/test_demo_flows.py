@@ -113,7 +113,7 @@ def test_a_denial_without_a_reason_decides_nothing(operator, approver, body):
     from runs.services import approval_decide
 
     with pytest.raises(DomainError, match="needs a reason"):
-        approval_decide(approval_id=approval_id, user=User.objects.get(username="approver"), approve=False, reason=" ")
+        approval_decide(via="session", approval_id=approval_id, user=User.objects.get(username="approver"), approve=False, reason=" ")
     assert ApprovalRequest.objects.get(id=approval_id).status == "pending"
     # Approving needs none; the schema says which body each takes.
     assert approver.post(f"/api/v1/approvals/{approval_id}/approve/", {}, format="json").status_code == 200

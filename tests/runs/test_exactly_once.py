@@ -23,7 +23,7 @@ def _parked_delete(demo) -> Run:
 
 def _approve(run: Run) -> None:
     approval = ApprovalRequest.objects.get(run=run, status="pending")
-    services.approval_decide(approval_id=approval.id, user=User.objects.get(username="approver"), approve=True)
+    services.approval_decide(via="session", approval_id=approval.id, user=User.objects.get(username="approver"), approve=True)
 
 
 def test_a_resume_delivered_twice_does_not_repeat_the_side_effect(demo):

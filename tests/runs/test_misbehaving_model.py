@@ -36,7 +36,7 @@ def _run(script: dict) -> Run:
 
 def _decide(run: Run, approve: bool) -> None:
     approval = ApprovalRequest.objects.get(run=run, status="pending")
-    services.approval_decide(approval_id=approval.id, user=User.objects.get(username="approver"), approve=approve,
+    services.approval_decide(via="session", approval_id=approval.id, user=User.objects.get(username="approver"), approve=approve,
                              reason="" if approve else "not this one")
     services.run_advance(run_id=run.id)
     run.refresh_from_db()

@@ -56,7 +56,7 @@ def test_a_run_checkpointed_before_parks_were_counted_still_finds_its_approval(d
     del state["parks"]  # as a checkpoint written by the previous release looks
     Run.objects.filter(id=run.id).update(state=state)
     approval = ApprovalRequest.objects.get(run=run)
-    services.approval_decide(approval_id=approval.id, user=User.objects.get(username="approver"), approve=True)
+    services.approval_decide(via="session", approval_id=approval.id, user=User.objects.get(username="approver"), approve=True)
     services.run_advance(run_id=run.id)
     run.refresh_from_db()
     assert run.status == "succeeded", (run.status, run.error_message)

@@ -25,7 +25,7 @@ def _run(script: dict) -> Run:
 def _decide(run: Run, approve: bool, reason: str = "") -> ApprovalRequest:
     reason = reason or ("" if approve else "not this one")
     approval = ApprovalRequest.objects.get(run=run, status="pending")
-    services.approval_decide(approval_id=approval.id, user=User.objects.get(username="approver"), approve=approve,
+    services.approval_decide(via="session", approval_id=approval.id, user=User.objects.get(username="approver"), approve=approve,
                              reason=reason)
     services.run_advance(run_id=run.id)
     run.refresh_from_db()

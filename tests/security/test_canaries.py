@@ -69,7 +69,7 @@ def test_the_planted_key_and_emails_never_reach_the_trace_receipts_exports_or_ot
     run = _run({"turns": [[{"name": "send_email", "arguments": leak}]], "final": f"done {planted_key}"})
     approval = ApprovalRequest.objects.get(run=run)
     assert approval.arguments == leak, "the approver decides on what will really be sent"
-    services.approval_decide(approval_id=approval.id, user=User.objects.get(username="approver"), approve=False,
+    services.approval_decide(via="session", approval_id=approval.id, user=User.objects.get(username="approver"), approve=False,
                              reason="not sending keys")
     services.run_advance(run_id=run.id)
     run.refresh_from_db()

@@ -57,7 +57,7 @@ def test_model_text_is_escaped_in_the_admin_and_served_as_json_by_the_api(replay
     run = _run({"turns": [[{"name": "send_email", "arguments": dict(EMAIL, body=SCRIPT)}]], "final": SCRIPT})
     approval = ApprovalRequest.objects.get(run=run)
     ApprovalRequest.objects.filter(id=approval.id).update(model_rationale=SCRIPT)
-    services.approval_decide(approval_id=approval.id, user=User.objects.get(username="approver"), approve=False,
+    services.approval_decide(via="session", approval_id=approval.id, user=User.objects.get(username="approver"), approve=False,
                              reason="no")
     services.run_advance(run_id=run.id)
     run.refresh_from_db()

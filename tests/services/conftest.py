@@ -151,7 +151,7 @@ def wait_event(run: Run, kind: str, *, count: int = 1, timeout: float = 30) -> N
 
 def approve(run: Run, *, user: str = "approver", approve: bool = True) -> None:
     approval = run.approvals.get(status="pending")
-    services.approval_decide(approval_id=approval.id, user=User.objects.get(username=user), approve=approve,
+    services.approval_decide(via="session", approval_id=approval.id, user=User.objects.get(username=user), approve=approve,
                              reason="" if approve else "not this one")
 
 

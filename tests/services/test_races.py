@@ -93,7 +93,7 @@ def test_two_approvers_decide_the_same_request_at_once(cluster, fault_agent, sce
 
         def decide(username: str):
             user = User.objects.get(username=username)
-            return lambda: services.approval_decide(approval_id=approval.id, user=user, approve=True)
+            return lambda: services.approval_decide(via="session", approval_id=approval.id, user=user, approve=True)
 
         results = race(lambda: decide("approver"), lambda: decide("approver2"))
         ok = [i for i, (kind, _) in enumerate(results) if kind == "ok"]
@@ -135,7 +135,7 @@ def test_approve_races_expiry_and_cancel(cluster, fault_agent, scenario, logdir)
 
             def go():
                 _sleep(delays[0])
-                return services.approval_decide(approval_id=approval.id, user=user, approve=True)
+                return services.approval_decide(via="session", approval_id=approval.id, user=user, approve=True)
             return go
 
         def expire():

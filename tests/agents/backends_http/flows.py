@@ -40,7 +40,7 @@ def ask(text: str, *, caller: str = "operator") -> Run:
 
 def decide(run: Run, *, approve: bool) -> Run:
     approval = ApprovalRequest.objects.get(run=run, status="pending")
-    services.approval_decide(approval_id=approval.id, user=User.objects.get(username="approver"), approve=approve,
+    services.approval_decide(via="session", approval_id=approval.id, user=User.objects.get(username="approver"), approve=approve,
                              reason="" if approve else "not this one")
     return advance(run)
 
