@@ -37,9 +37,12 @@ demo: install
 run: demo
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" DJANGO_DEBUG=1 $(PY) manage.py runserver 127.0.0.1:$(PORT)
 
-# Prints an API token for USER (creating it once), e.g. `make -s token USER=operator`.
+# Issues a NEW API token for USER and prints its key (only the digest is kept), e.g.
+# `make -s token USER=operator`. A missing or unknown USER fails with the reason on stderr. USER
+# must come from the command line: the environment's USER is the login name, not a Warrant user.
 token: install
-	@DJANGO_DEBUG=1 $(PY) manage.py drf_create_token $(USER) | awk '{print $$3}'
+	@$(if $(filter command line,$(origin USER)),,echo 'name the user: make -s token USER=<username>' >&2; exit 2;) \
+	DJANGO_DEBUG=1 $(PY) manage.py issue_token "$(USER)"
 
 # The durability suite: real PostgreSQL (the machine's), its own Redis server on this port, and
 # real Celery worker processes. `make test` runs it after the embedded-default suite.

@@ -61,11 +61,11 @@ def run(*, workdir: Path, pg_url: str, redis_port: int, port: int, seconds: floa
         djangoenv.prepare()
         from django.contrib.auth import get_user_model
         from django.db import connections
-        from rest_framework.authtoken.models import Token
 
+        from governance.tokens import token_issue
         from runs.models import Run
 
-        token = Token.objects.get_or_create(user=get_user_model().objects.get(username="operator"))[0].key
+        token = token_issue(user=get_user_model().objects.get(username="operator"), via="command", issued_by="bench")[1]
         connections.close_all()
         with stack.gunicorn(port, gunicorn_workers, logdir, settings="bench.api_settings"):
             for path in PATHS.values():  # warm every worker up

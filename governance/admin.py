@@ -2,12 +2,14 @@
 policy lab, and roles with their grants. Writes go through governance.services, the dry run
 through governance.evaluation: the admin decides nothing the API would decide differently."""
 
-import json
-
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.options import FORMFIELD_FOR_DBFIELD_DEFAULTS
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.models import Group
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import models
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
@@ -20,9 +22,38 @@ from agents.models import Agent, Tool
 from governance import engine, services
 from governance.diffs import values_diff
 from governance.evaluation import MAX_EVALUATE_INPUT_CHARS, hidden_tools, policy_evaluate
-from governance.models import Policy, PolicyVersion, Role, ToolGrant
+from governance.parsers import loads_bounded
+from governance.models import ApiToken, Policy, PolicyVersion, Role, ToolGrant
 from governance.permissions import is_governance_admin, reads_everything
+from governance.roles import describe, unstaffed_approver_roles, unstaffed_problem
 from governance.selectors import policy_spec
+from governance.tokens import token_revoke, token_state
+
+
+class BoundedJSONFormField(forms.JSONField):
+    """The admin's JSON fields, with nesting bounded as in the API: a deep value is the field's
+    "Enter a valid JSON." error, not a RecursionError (a 500)."""
+
+    def to_python(self, value):
+        if not self.disabled and isinstance(value, str) and value.strip():
+            try:
+                loads_bounded(value, cls=self.decoder)
+            except ValueError:
+                raise ValidationError(self.error_messages["invalid"], code="invalid", params={"value": value}) from None
+        return super().to_python(value)
+
+    def bound_data(self, data, initial):
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:
+            return forms.fields.InvalidJSONInput(data)
+
+
+# Every ModelAdmin edits JSON model fields through it: those registered from here on (skills,
+# runs) by default, those registered already (agents, imported above) in place.
+FORMFIELD_FOR_DBFIELD_DEFAULTS[models.JSONField] = {"form_class": BoundedJSONFormField}
+for _registered in admin.site._registry.values():
+    _registered.formfield_overrides.setdefault(models.JSONField, {})["form_class"] = BoundedJSONFormField
 
 
 class WordListField(forms.CharField):
@@ -35,8 +66,8 @@ class WordListField(forms.CharField):
             return "\n".join(value)
         if isinstance(value, str) and value.startswith("["):
             try:
-                return "\n".join(json.loads(value))
-            except ValueError:
+                return "\n".join(loads_bounded(value))
+            except (ValueError, TypeError):
                 return value
         return value
 
@@ -44,7 +75,7 @@ class WordListField(forms.CharField):
         text = (value or "").strip()
         if text.startswith("["):
             try:
-                items = json.loads(text)
+                items = loads_bounded(text)
             except ValueError:
                 raise ValidationError("Write one item per line (or a JSON list of strings).") from None
             if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
@@ -99,6 +130,8 @@ class PolicyAdminForm(forms.ModelForm):
             field = next((f for f in ("regex", "approver_role", "target_tools", "keywords", "content", "response")
                           if f.split("_")[0] in problem), None)
             self.add_error(field, problem)
+        if data.get("enabled") and (unstaffed := unstaffed_problem(data.get("approver_role"))):
+            self.add_error("approver_role", unstaffed)
         return data
 
 
@@ -228,9 +261,20 @@ class PolicyAdmin(admin.ModelAdmin):
         changed = 0
         for policy in queryset:
             if policy.enabled != enabled:
-                services.policy_update(policy=policy, values={"enabled": enabled}, user=request.user)
+                try:
+                    services.policy_update(policy=policy, values={"enabled": enabled}, user=request.user)
+                except ValidationError as exc:  # e.g. its approver role has no members
+                    self.message_user(request, f"{policy.name} was not enabled: {' '.join(exc.messages)}", messages.ERROR)
+                    continue
                 changed += 1
         self.message_user(request, f"{changed} policy(ies) {'enabled' if enabled else 'disabled'}; each change is a new version.")
+
+    def changelist_view(self, request, extra_context=None):
+        # Said where policies are kept: a request parked for a role with nobody in it waits unseen.
+        if request.method == "GET":
+            for entry in unstaffed_approver_roles():
+                messages.warning(request, f"Nobody can decide: {describe(entry)}.")
+        return super().changelist_view(request, extra_context)
 
     @admin.action(description="Enable selected policies", permissions=["change"])
     def enable(self, request, queryset):
@@ -326,3 +370,56 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
 class ToolGrantAdmin(admin.ModelAdmin):
     list_display = ["role", "tool", "granted_by", "granted_at"]
     list_filter = ["role"]
+
+
+# --- API tokens -------------------------------------------------------------------------
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ReadOnlyAdmin):
+    """Who holds which token, since when, until when, last used: never a key, which is not
+    stored. No one issues a token here, for themselves or anyone else (a key for another user
+    would let its issuer act, and approve, as them): owners issue theirs through the API, server
+    operators with `manage.py issue_token`. Tokens are revoked, never deleted, so the
+    `token:<id>` a decision names stays traceable."""
+
+    list_display = ["public_id", "user", "name", "state", "issued_via", "issued_by", "created_at", "expires_at",
+                    "last_used_at", "revoked_at", "revoked_by"]
+    list_filter = ["issued_via", ("revoked_at", admin.EmptyFieldListFilter), "created_at"]
+    search_fields = ["public_id", "user__username", "name"]
+    list_select_related = ["user"]
+    fields = ["public_id", "user", "name", "state", "issued_via", "issued_by", "created_at", "expires_at",
+              "last_used_at", "revoked_at", "revoked_by"]
+    readonly_fields = fields
+    actions = ["revoke"]
+
+    @admin.display(description="state")
+    def state(self, token):
+        return {"active": "Active", "expired": "Expired", "revoked": "Revoked"}[token_state(token)]
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset):
+        count = 0
+        for token in queryset.filter(revoked_at__isnull=True):
+            token_revoke(token=token, by=request.user.get_username())
+            count += 1
+        messages.success(request, f"Revoked {count} token(s); they stop working at once.")
+
+
+# --- accounts ---------------------------------------------------------------------------
+
+
+admin.site.unregister(get_user_model())
+
+
+@admin.register(get_user_model())
+class AccountAdmin(UserAdmin):
+    """Django's user admin, except that no one sets another user's password here, superusers
+    included: that would let them sign in, and approve, as that user. A forgotten password is
+    reset from the server's shell (`manage.py changepassword USERNAME`), by an operator."""
+
+    def user_change_password(self, request, id, form_url=""):
+        if str(request.user.pk) != str(id):
+            raise PermissionDenied("No one sets another user's password in the workbench; "
+                                   "a server operator resets it with manage.py changepassword.")
+        return super().user_change_password(request, id, form_url)

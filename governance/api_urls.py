@@ -1,6 +1,6 @@
 from django.urls import path
 
-from governance import api
+from governance import api, tokens_api
 
 urlpatterns = [
     path("policies/", api.PolicyListCreateApi.as_view(), name="policy-list"),
@@ -11,4 +11,6 @@ urlpatterns = [
     path("roles/<str:name>/", api.RoleDetailApi.as_view(), name="role-detail"),
     path("grants/", api.GrantListCreateApi.as_view(), name="grant-list"),
     path("grants/<int:grant_id>/", api.GrantDetailApi.as_view(), name="grant-detail"),
+    path("tokens/", tokens_api.TokenListCreateApi.as_view(), name="token-list"),
+    path("tokens/<str:public_id>/", tokens_api.TokenDetailApi.as_view(), name="token-detail"),
 ]

@@ -3,7 +3,6 @@
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
-from rest_framework.authtoken.models import Token
 
 from agents.models import Agent, Tool
 
@@ -111,9 +110,38 @@ class GovernanceStamp(models.Model):
         return self.stamp
 
 
-class StampedToken(Token):
-    """An API token as authentication hands it on: read with its user and the governance stamp
-    in one statement (governance.access), the stamp as `governance_stamp`."""
+class ApiToken(models.Model):
+    """An API token, stored as the sha256 digest of its secret: the secret is shown once, when
+    it is issued, and never again, to anyone (superusers and DBAs included).
+
+    No slow hash (PBKDF2, Argon2) is needed here: those exist to stretch secrets people choose,
+    which are guessable. A token's secret is 256 bits from the OS's CSPRNG, so a stolen digest
+    cannot be searched back to it, and one sha256 keeps the lookup an indexed equality match
+    on every request.
+    """
+
+    class Issued(models.TextChoices):
+        API = "api", "by its owner, through the API"
+        COMMAND = "command", "by a server operator, with manage.py issue_token"
+
+    public_id = models.CharField(max_length=16, unique=True, editable=False,
+                                 help_text="Names the token in the admin and in decisions; part of the key, not secret.")
+    digest = models.CharField(max_length=64, unique=True, editable=False, help_text="sha256 of the key, hex.")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True, help_text="What its owner calls it.")
+    issued_via = models.CharField(max_length=16, choices=Issued.choices, editable=False)
+    issued_by = models.CharField(max_length=150, blank=True, editable=False,
+                                 help_text="Who issued it: the owner (API), or the operating-system user running the command.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True, editable=False, help_text="Empty: never expires.")
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False,
+                                        help_text="Updated at most once per few minutes, not on every request.")
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_by = models.CharField(max_length=150, blank=True, editable=False)
 
     class Meta:
-        proxy = True
+        ordering = ["-created_at", "-id"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.public_id} ({self.user})"

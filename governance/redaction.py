@@ -19,9 +19,14 @@ import re
 from governance.screening import strings_in
 
 KINDS = ("api_keys", "card_numbers", "emails")
+# Warrant's own API keys (governance.tokens: wt_<public id>_<secret>) are key-shaped too. But
+# "token:<public id>" is how a decision names the token it was made with (decided_via): a name,
+# not a secret, so it stays readable.
 _API_KEY = re.compile(
     r"\b(?:sk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{30,}|xox[abprs]-[A-Za-z0-9-]{10,}"
-    r"|AIza[0-9A-Za-z_-]{35})\b|(?i:\b(?:api[_-]?key|secret|token|password)\s*[=:]\s*)[^\s,;\"']{8,}"
+    r"|AIza[0-9A-Za-z_-]{35})\b|\bwt_[0-9a-f]{12}_[A-Za-z0-9_-]{43}"
+    r"|(?i:\b(?:api[_-]?key|secret|token|password)\s*[=:]\s*)(?<!token:)[^\s,;\"']{8,}"
+    r"|\btoken:(?![0-9a-f]{12}(?![^\s,;\"']))[^\s,;\"']{8,}"
 )
 # Standing alone: a run of digits inside a longer token (a UUID's "a126-4871-8630-5200067b6f38",
 # a hex digest) is not a card number, and redacting it would corrupt an id in the trace.

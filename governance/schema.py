@@ -14,12 +14,11 @@ from drf_spectacular.drainage import set_override
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
-from governance.access import StampedTokenAuthentication
 from governance.api_fields import UniqueListField, has_text
+from governance.auth import ApiTokenAuthentication
 
-# Starting a run authenticates with DRF's token scheme, the token read with the governance stamp:
-# the same "tokenAuth" scheme to clients, not a second one.
-set_override(StampedTokenAuthentication, "suppress_collision_warning", True)
+# Warrant's tokens (governance.auth) speak DRF's token scheme: the same "tokenAuth" to clients.
+set_override(ApiTokenAuthentication, "suppress_collision_warning", True)
 
 ERROR_SCHEMA = {
     "type": "object",

@@ -8,6 +8,7 @@ from agents.models import Agent, Tool
 from governance import engine
 from governance.api_errors import NotFound
 from governance.models import Policy, PolicyVersion, ToolGrant
+from governance.roles import unstaffed_problem
 from governance.selectors import policy_spec, policy_values
 
 _SCALARS = (
@@ -43,6 +44,9 @@ def _validate(policy: Policy, agents: list[Agent] | None) -> None:
     problems = engine.validate(policy_spec(policy, agent_slugs=slugs))
     if problems:
         raise ValidationError(problems)
+    if policy.enabled and (unstaffed := unstaffed_problem(policy.approver_role)):
+        # Disabling stays possible: only a policy that would park calls needs someone to decide them.
+        raise ValidationError({"approver_role": [unstaffed]})
 
 
 @transaction.atomic

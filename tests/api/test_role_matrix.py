@@ -32,7 +32,6 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.urls import URLPattern, URLResolver, get_resolver
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
@@ -40,6 +39,7 @@ from agents import sources
 from agents.models import Agent, AgentVersion, ModelProfile, ModelProfileHealth, Tool, ToolSource
 from governance import services as governance_services
 from governance.models import Policy, ToolGrant
+from governance.tokens import token_issue
 from runs import services as run_services
 from runs.models import ApprovalRequest, Receipt, Run
 from skills.models import Skill
@@ -119,6 +119,11 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     ("GET", "skills/{name}/"):                      (401,  200,  200,  200,  200,  403),
     ("PATCH", "skills/{name}/"):                    (401,  403,  403,  403,  200,  403),
     ("DELETE", "skills/{name}/"):                   (401,  403,  403,  403,  204,  403),
+    # --- API tokens: everyone their own only; another's token is 404 to all, superusers included.
+    ("GET", "tokens/"):                             (401,  200,  200,  200,  200,  200),  # each lists only their own
+    ("POST", "tokens/"):                            (401,  403,  403,  403,  403,  403),  # a token cannot mint tokens (session only)
+    ("GET", "tokens/{public_id}/"):                 (401,  200,  404,  404,  404,  404),  # the operator's token
+    ("DELETE", "tokens/{public_id}/"):              (401,  204,  404,  404,  404,  404),  # revoke: its owner only
     # --- OpenAPI: anyone logged in
     ("GET", "schema/"):                             (401,  200,  200,  200,  200,  200),
     ("GET", "docs/"):                               (401,  200,  200,  200,  200,  200),
@@ -142,6 +147,7 @@ TARGETS = {
     "tools": {"name": "tool_name"},
     "tool-sources": {"name": "tool_source_name"},
     "skills": {"name": "skill_name"},
+    "tokens": {"public_id": "operator_token_id"},
 }
 TARGET_OVERRIDES = {
     # A finished run cannot be cancelled (409): cancel the parked one, still in flight.
@@ -188,6 +194,7 @@ BODIES = {
     ("POST", "tool-sources/"): {"name": "matrix-new-source", "kind": "python", "path": "tests.tools.pyfuncs"},
     ("PATCH", "tool-sources/{name}/"): {"timeout_seconds": 7},
     ("POST", "tool-sources/{name}/sync/"): {},
+    ("POST", "tokens/"): {"name": "matrix"},
 }
 
 # Error codes of our one error body, by status.
@@ -287,6 +294,11 @@ class World:
     skill_name = property(lambda self: self.skill.name)
     tool_source_name = property(lambda self: self.tool_source.name)
     held_tool_name = property(lambda self: self.held_tool.name)
+    operator_token_id = property(lambda self: self.operator_token.public_id)
+
+    @cached_property
+    def operator_token(self):
+        return token_issue(user=_user("operator"), via="command", issued_by="test")[0]
 
     def url(self, method: str, route: str) -> str:
         names = [field for _, field, _, _ in string.Formatter().parse(route) if field]
@@ -306,8 +318,8 @@ def world(demo):
 def _client(username: str | None) -> APIClient:
     client = APIClient()
     if username is not None:
-        token, _ = Token.objects.get_or_create(user=_user(username))
-        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        _, key = token_issue(user=_user(username), via="command", issued_by="test")
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client
 
 

@@ -58,10 +58,10 @@ def server(tmp_path_factory):
     # separation-of-duties case) and an API token per user: each manage.py start costs seconds.
     out = _manage(env, "shell", "-c", (
         "from django.contrib.auth import get_user_model; from django.contrib.auth.models import Group; "
-        "from rest_framework.authtoken.models import Token; from runs.demo import demo_load; demo_load(); "
+        "from governance.tokens import token_issue; from runs.demo import demo_load; demo_load(); "
         f"u = get_user_model().objects.create_user('dual', password='{PASSWORD}', is_staff=True); "
         "u.groups.add(*Group.objects.filter(name__in=['operators', 'secops'])); "
-        "print('TOKENS', *(n + '=' + Token.objects.get_or_create(user=get_user_model().objects.get(username=n))[0].key "
+        "print('TOKENS', *(n + '=' + token_issue(user=get_user_model().objects.get(username=n), via='command', issued_by='test')[1] "
         "for n in ['operator', 'approver', 'compliance', 'dual']))"))
     line = next(line for line in out.splitlines() if line.startswith("TOKENS "))
     tokens = dict(pair.split("=") for pair in line.split()[1:])

@@ -343,14 +343,14 @@ def _manage(env: dict[str, str], *args: str) -> str:
 CREATE_PEER_AND_TOKENS = """
 import json
 from django.contrib.auth.models import Group, User
-from rest_framework.authtoken.models import Token
+from governance.tokens import token_issue
 peer, _ = User.objects.get_or_create(username="operator2")
 peer.set_password(%r)
 peer.save()
 peer.groups.add(Group.objects.get(name="operators"))
 from agents.models import Tool
 from agents.sources import tool_source_create
-tokens = {name: Token.objects.get_or_create(user=User.objects.get(username=name))[0].key
+tokens = {name: token_issue(user=User.objects.get(username=name), via="command", issued_by="fuzz")[1]
           for name in ("operator", "operator2", "admin")}
 for values in %r:
     tool_source_create(values=values)

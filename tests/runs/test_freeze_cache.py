@@ -224,11 +224,12 @@ def test_nothing_is_kept_when_a_change_commits_while_it_is_read(warm, monkeypatc
 
 
 def test_a_run_started_with_nothing_changed_reads_only_the_token_and_writes_the_run(warm):
-    from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
+    from governance.tokens import token_issue
+
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=warm).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_issue(user=warm, via='command', issued_by='test')[1]}")
     body = {"agent": AGENT, "input": "How is Acme doing?"}
     assert client.post("/api/v1/runs/", body).status_code == 201
     with CaptureQueriesContext(connection) as queries:
@@ -237,5 +238,5 @@ def test_a_run_started_with_nothing_changed_reads_only_the_token_and_writes_the_
     # The token with its user and the governance stamp, then straight to the run and its first event.
     # (The tests run tasks in-process, so the answer is read back after them.)
     first = statements[0]
-    assert first.startswith("SELECT") and all(table in first for table in ('"authtoken_token"', '"auth_user"', stamp.STAMP_TABLE))
+    assert first.startswith("SELECT") and all(table in first for table in ('"governance_apitoken"', '"auth_user"', stamp.STAMP_TABLE))
     assert [s.split()[:3] for s in statements[1:3]] == [["INSERT", "INTO", '"runs_run"'], ["INSERT", "INTO", '"runs_runevent"']]

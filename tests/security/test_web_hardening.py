@@ -131,9 +131,9 @@ def test_session_authenticated_api_writes_need_the_csrf_token(demo):
 
 
 def test_token_authenticated_api_calls_need_no_csrf_token(demo):
-    from rest_framework.authtoken.models import Token
+    from governance.tokens import token_issue
 
-    key = Token.objects.get_or_create(user=get_user_model().objects.get(username="operator"))[0].key
+    key = token_issue(user=get_user_model().objects.get(username="operator"), via="command", issued_by="test")[1]
     client = Client(enforce_csrf_checks=True)
     response = client.post("/api/v1/runs/", {"agent": "crm-assistant", "input": "List all accounts."},
                            content_type="application/json", HTTP_AUTHORIZATION=f"Token {key}")

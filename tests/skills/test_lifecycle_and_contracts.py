@@ -8,11 +8,11 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from agents.models import Agent, ModelProfile, Tool
 from agents.services import agent_publish
+from governance.tokens import token_issue
 from runs import services
 from runs.models import Receipt
 from skills.models import Skill
@@ -81,7 +81,7 @@ def _governance_admin(username: str) -> APIClient:
     user = User.objects.create_user(username)
     user.groups.add(Group.objects.get(name="governance-admins"))
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_issue(user=user, via='command', issued_by='test')[1]}")
     return client
 
 
@@ -113,7 +113,7 @@ def test_a_skill_is_approved_by_another_governance_admin_then_activated_then_ret
 
 @pytest.fixture
 def replay(demo):
-    profile = ModelProfile.objects.create(name="replay", backend="tests.runs.backends.ReplayBackend", model="replay-1")
+    profile = ModelProfile.objects.create(name="replay", backend="replay", model="replay-1")
     agent = Agent.objects.create(slug="replayer", name="Replayer", instructions="Follow the script.",
                                  model_profile=profile)
     agent.tools.set(Tool.objects.all())

@@ -7,7 +7,6 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.test import override_settings
-from rest_framework.authtoken.models import Token
 
 from agents import sources
 from agents.models import Tool, ToolSource
@@ -15,6 +14,7 @@ from agents.tools import openapi
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
 from governance.services import grant_create
+from governance.tokens import token_issue
 from runs.models import ApprovalRequest, SideEffect
 from tests.tools.conftest import advance, run_script, shown, tool_events
 
@@ -27,8 +27,8 @@ TOKEN_ENV = "TOOLS_TEST_TOKEN"
 @pytest.fixture
 def warrant_api(live_server, demo, monkeypatch) -> ToolSource:
     """Warrant's own API as an OpenAPI source, its credential (an admin token) in an environment variable."""
-    token, _ = Token.objects.get_or_create(user=User.objects.get(username="admin"))
-    monkeypatch.setenv(TOKEN_ENV, f"Token {token.key}")
+    _, key = token_issue(user=User.objects.get(username="admin"), via="command", issued_by="test")
+    monkeypatch.setenv(TOKEN_ENV, f"Token {key}")
     source = sources.tool_source_create(values={
         "name": "warrant", "kind": "openapi", "url": f"{live_server.url}/api/v1/schema/",
         "auth_header": "Authorization", "auth_env": TOKEN_ENV, "timeout_seconds": 20,

@@ -15,4 +15,4 @@ class Command(BaseCommand):
         self.stdout.write("Demo logins (password 'warrant-demo' unless DEMO_PASSWORD was set when they were created):")
         for username, roles in DEMO_USERS.items():
             self.stdout.write(f"  {username:<11} roles: {', '.join(roles)}")
-        self.stdout.write("API token: make -s token USER=operator  (or: manage.py drf_create_token operator)")
+        self.stdout.write("API token: make -s token USER=operator  (or: manage.py issue_token operator)")

@@ -1,0 +1,146 @@
+"""Finding 2 of issue 24: a superuser read the approver's API token in the admin
+(/admin/authtoken/tokenproxy/, DRF's TokenAdmin, in plain text) and approved their own run with
+it. No one, superusers included, can read or mint another user's token, set their password in
+the workbench, or approve their own run by any way the web offers; every decision records how
+its decider signed in."""
+
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.test import Client
+from rest_framework.test import APIClient
+
+from governance.models import ApiToken
+from governance.tokens import token_issue
+from runs import services
+from runs.models import ApprovalRequest, RunEvent
+
+pytestmark = pytest.mark.django_db
+User = get_user_model()
+
+
+def _key(username: str) -> tuple[ApiToken, str]:
+    return token_issue(user=User.objects.get(username=username), via="command", issued_by="test")
+
+
+def _superuser_web() -> Client:
+    client = Client()
+    client.force_login(User.objects.get(username="admin"))
+    return client
+
+
+def _token_client(key: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return client
+
+
+def _parked_run_of(username: str) -> ApprovalRequest:
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text="Delete the account Initech.",
+                                caller=User.objects.get(username=username))
+    services.run_advance(run_id=run.id)
+    return ApprovalRequest.objects.get(run=run, status="pending")
+
+
+def test_no_admin_page_shows_a_token_key(demo):
+    token, key = _key("approver")
+    secret = key.rsplit("_", 1)[1]
+    web = _superuser_web()
+    assert web.get("/admin/authtoken/tokenproxy/").status_code == 404  # DRF's token admin is gone
+    assert web.get("/admin/authtoken/token/").status_code == 404
+    pages = [web.get("/admin/governance/apitoken/"), web.get(f"/admin/governance/apitoken/{token.pk}/change/"),
+             web.get(f"/admin/auth/user/{token.user_id}/change/"), web.get("/admin/")]
+    for page in pages:
+        assert page.status_code == 200
+        text = page.content.decode()
+        assert secret not in text and token.digest not in text
+    listing = pages[0].content.decode()
+    assert token.public_id in listing and "approver" in listing  # prefix, owner, dates: what may be known
+
+
+def test_a_superuser_cannot_mint_a_token_for_another_user_from_the_web(demo):
+    web = _superuser_web()
+    approver = User.objects.get(username="approver")
+    assert web.get("/admin/governance/apitoken/add/").status_code == 403
+    web.post("/admin/governance/apitoken/add/", {"user": approver.pk, "name": "mine now"})
+    # The API issues only to the one asking, and names no other user.
+    api = APIClient()
+    api.force_login(User.objects.get(username="admin"))
+    refused = api.post("/api/v1/tokens/", {"user": "approver"}, format="json")
+    assert refused.status_code == 400 and "user" in refused.json()["error"]["details"]
+    assert not ApiToken.objects.filter(user=approver).exists()
+
+
+def test_a_superuser_cannot_read_or_revoke_another_users_token_over_the_api(demo):
+    token, key = _key("approver")
+    admin = _token_client(_key("admin")[1])
+    listed = admin.get("/api/v1/tokens/").json()["results"]
+    assert token.public_id not in [t["public_id"] for t in listed]
+    assert admin.get(f"/api/v1/tokens/{token.public_id}/").status_code == 404
+    assert admin.delete(f"/api/v1/tokens/{token.public_id}/").status_code == 404
+    assert _token_client(key).get("/api/v1/approvals/").status_code == 200
+
+
+def test_a_superuser_cannot_set_another_users_password_in_the_workbench(demo):
+    web = _superuser_web()
+    approver = User.objects.get(username="approver")
+    before = approver.password
+    assert web.get(f"/admin/auth/user/{approver.pk}/password/").status_code == 403
+    web.post(f"/admin/auth/user/{approver.pk}/password/", {"password1": "now-i-am-you-1", "password2": "now-i-am-you-1"})
+    approver.refresh_from_db()
+    assert approver.password == before
+    # Their own, they still may.
+    own = User.objects.get(username="admin")
+    assert web.get(f"/admin/auth/user/{own.pk}/password/").status_code == 200
+
+
+def test_a_superuser_cannot_approve_their_own_run_by_any_way_the_web_offers(demo):
+    admin = User.objects.get(username="admin")
+    # In the operators' role to run the delete, and even in the approver role.
+    admin.groups.add(*Group.objects.filter(name__in=["operators", "secops"]))
+    approval = _parked_run_of("admin")
+    url = f"/api/v1/approvals/{approval.id}/approve/"
+    with_token = _token_client(_key("admin")[1]).post(url, {"reason": "mine"}, format="json")
+    session = APIClient()
+    session.force_login(admin)
+    with_session = session.post(url, {"reason": "mine"}, format="json")
+    web = _superuser_web()
+    web.post(f"/admin/runs/approvalrequest/{approval.id}/decide/", {"decision": "approve", "reason": "mine"})
+    assert with_token.status_code == with_session.status_code == 403
+    # The way the finding took: the approver's key, read in the admin. It is not there to read.
+    listing = web.get("/admin/governance/apitoken/").content.decode()
+    assert not re.search(r"wt_[0-9a-f]{12}_[A-Za-z0-9_-]{43}", listing)
+    approval.refresh_from_db()
+    assert approval.status == "pending" and approval.decided_by is None
+
+
+def test_a_decision_records_which_token_made_it(demo):
+    token, key = _key("approver")
+    approval = _parked_run_of("operator")
+    answer = _token_client(key).post(f"/api/v1/approvals/{approval.id}/approve/", {"reason": "ok"}, format="json")
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["decided_via"] == f"token:{token.public_id}"
+    approval.refresh_from_db()
+    assert approval.decided_via == f"token:{token.public_id}"
+    event = RunEvent.objects.get(run=approval.run, kind="approval_decided")
+    assert event.data["decided_via"] == f"token:{token.public_id}" and event.data["decided_by"] == "approver"
+    # The token names its owner and how it came to exist.
+    assert ApiToken.objects.get(public_id=token.public_id).issued_via == "command"
+
+
+def test_a_decision_in_the_workbench_or_a_session_records_session(demo):
+    first, second = _parked_run_of("operator"), None
+    web = Client()
+    web.force_login(User.objects.get(username="approver"))
+    web.post(f"/admin/runs/approvalrequest/{first.id}/decide/", {"decision": "deny", "reason": "no"})
+    first.refresh_from_db()
+    assert first.status == "denied" and first.decided_via == "session"
+    second = _parked_run_of("operator")
+    api = APIClient()
+    api.force_login(User.objects.get(username="approver"))
+    answer = api.post(f"/api/v1/approvals/{second.id}/approve/", {"reason": "ok"}, format="json")
+    assert answer.status_code == 200 and answer.json()["decided_via"] == "session"
+    queue = web.get("/admin/runs/approvalrequest/queue/").content.decode()
+    assert "Signed in by" in queue and "session" in queue
