@@ -27,7 +27,9 @@ from governance.roles import describe, unstaffed_approver_roles
 from runs import provenance, selectors
 from runs.access_log import receipt_access_record
 from runs.models import ApprovalRequest, Receipt, ReceiptAccess, Run, RunEvent, SideEffect
-from runs.verification import receipt_verify, receipt_verify_chain, receipt_verify_since_checkpoint
+from runs.signing import key_set
+from runs.verification import (receipt_own_problems, receipt_verify, receipt_verify_chain,
+                               receipt_verify_since_checkpoint)
 from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, export_part, receipts_export
 from runs.services import approval_decide, approval_expire_due, check_approval_decide
 from runs.templatetags.workbench import STATUS_TEXT, status_label
@@ -280,6 +282,7 @@ class ReceiptStatusFilter(RunStatusFilter):
 
 
 _page_chain: ContextVar = ContextVar("warrant_receipt_chain", default=None)
+_page_keys: ContextVar = ContextVar("warrant_receipt_keys", default=None)
 
 
 def _chain_for(request):
@@ -292,6 +295,11 @@ def _chain_for(request):
 
 
 def verification_badge(receipt: Receipt, chain) -> str:
+    """The receipt's own checks (its hash, body and signature, always), then the chain's state."""
+    keys = _page_keys.get()
+    own = receipt_own_problems(receipt, keys=keys) if keys is not None else receipt_own_problems(receipt)
+    if own:
+        return format_html('<span class="wb-badge wb-bad">BROKEN: {}</span>', own[0])
     if chain.valid or (chain.seq is not None and receipt.seq < chain.seq):
         return format_html('<span class="wb-badge wb-ok">{}</span>', "Verified")
     if chain.seq is None:
@@ -349,7 +357,7 @@ class ReceiptAdmin(WorkbenchAdmin):
 
     def changelist_view(self, request, extra_context=None):
         chain = _chain_for(request)
-        token = _page_chain.set(chain)
+        token, keys_token = _page_chain.set(chain), _page_keys.set(key_set())
         try:
             response = super().changelist_view(request, extra_context={
                 **(extra_context or {}), "chain": chain, "export_query": request.GET.urlencode(),
@@ -358,6 +366,7 @@ class ReceiptAdmin(WorkbenchAdmin):
                 response.render()  # the badges read the chain while the page renders
         finally:
             _page_chain.reset(token)
+            _page_keys.reset(keys_token)
         cl = response.context_data.get("cl") if hasattr(response, "context_data") else None
         if cl is not None:
             receipt_access_record(user=request.user, action=ReceiptAccess.Action.LIST, receipts=cl.result_list,

@@ -243,3 +243,11 @@ def receipt_verify_since_checkpoint() -> Verification:
         break
     checked, _seq, _head, walked, _ = _walk(keys=keys, from_seq=since + 1, start_prev=prev)
     return _result(since + checked, walked + problems, since=since or None)
+
+
+def receipt_own_problems(receipt: Receipt, *, keys=None) -> list[str]:
+    """What is wrong with this one receipt on its own (hash from its body, canonical v2 body, its
+    run, its signature): the workbench badges check every receipt they show this way."""
+    record = {c: getattr(receipt, c) for c in _RECEIPT_COLUMNS}
+    record["id"], record["run_id"] = str(receipt.id), str(receipt.run_id)
+    return chain.check_receipt(record, keys if keys is not None else signing.key_set())
