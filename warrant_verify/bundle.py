@@ -32,17 +32,26 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
     bundled_keys = _bundled_keys(files, report)
     manifest_keys = trusted if trusted is not None else bundled_keys
     source = trusted_from or "keys.json inside the bundle (not independent of it: pass --public-key)"
+    signed = False
     if manifest is not None:
         reason = verify_signature(manifest_keys, manifest.get("key_id"), manifest_message(manifest),
                                   manifest.get("signature"))
         if reason:
             report.fail("manifest.json", "signature", reason)
         else:
+            signed = True
             report.notes.append(f"manifest signed by key {manifest.get('key_id')}, trusted from {source}")
+    digests_before = len(report.failures)
     _file_digests(files, manifest, report)
-    # A manifest signed by a trusted key vouches for keys.json (its digest is in the manifest), so
-    # keys rotated out earlier still verify the receipts they signed.
-    keys = {**bundled_keys, **(trusted or {})}
+    keys_json_intact = not any(f.file == "keys.json" for f in report.failures[digests_before:])
+    if trusted is None:
+        keys = bundled_keys
+    elif signed and keys_json_intact:
+        # The trusted key signed a manifest that pins keys.json's digest, so it vouches for the keys
+        # listed there: keys rotated out earlier still verify the receipts they signed.
+        keys = {**bundled_keys, **trusted}
+    else:
+        keys = trusted  # nothing the trusted key signed vouches for keys.json: its keys stay unknown
     chain = (manifest or {}).get("chain") if isinstance((manifest or {}).get("chain"), dict) else {}
     complete = isinstance(manifest, dict) and isinstance(manifest.get("period"), dict) \
         and manifest["period"].get("to") is None
