@@ -208,19 +208,19 @@ _ATBASH = str.maketrans(
 def _decodings(text: str, ascii_only: bool = False) -> list[str]:
     """Readable texts hidden in `text`, one per disguise that yields any."""
     out = []
+    read = text
     if not ascii_only:  # each of these needs characters outside ASCII to yield anything
         out.append("".join(ch for ch in text if not unicodedata.combining(ch)))
         out.append("".join(chr(ord(ch) - 0xE0000) for ch in text if 0xE0000 < ord(ch) <= 0xE007F))
         out.append(_variant_selectors(text))
         out.append(_braille(text))
         # What a person reads (lookalikes, fullwidth, invisible characters undone) is screened
-        # as it is and through the ASCII decoders: base64 broken up by zero-width spaces is
-        # still base64.
+        # as it is, and the ASCII decoders run on it instead of the raw text (its ASCII is the
+        # same, and base64 broken up by zero-width spaces is whole again).
         read = normalize(text).read
         if read != text:
             out.append(read)
-            out += _ascii_decodings(read)
-    return [plain for plain in out + _ascii_decodings(text) if plain]
+    return [plain for plain in out + _ascii_decodings(read) if plain]
 
 
 def _ascii_decodings(text: str) -> list[str]:
