@@ -3,10 +3,11 @@ confusable checks.
 
 `normalize` gives the views that intent guards, keyword policies, policy regexes and the
 injection screen match on, each with a map back to the text as sent, so that a decision quotes
-what the person wrote, not the normalised form. Pure Python, no Django. The confusables table, the script data and the skeleton algorithm
-come from ICU (PyICU, via the ``pyicu-wheels`` build that bundles ICU 77 / Unicode 16 data in
-the wheel), the reference implementation of Unicode Technical Standard #39. Nothing is
-downloaded at run time.
+what the person wrote, not the normalised form. Pure Python, no Django.
+
+The confusables table, the script data and the skeleton algorithm come from ICU (PyICU, via
+the ``pyicu-wheels`` build that bundles ICU 77 / Unicode 16 data in the wheel), the reference
+implementation of Unicode Technical Standard #39. Nothing is downloaded at run time.
 """
 
 from __future__ import annotations
