@@ -78,8 +78,18 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
             labels=[f"line {number}" for number, _ in rows]))
         report.notes.append(f"{len(rows)} checkpoints in {name}")
     report.notes.insert(0, f"{span.count} receipts (seq {span.first_seq}-{span.last_seq}), {len(bodies)} runs")
-    report.notes.append("receipt keys: " + (", ".join(sorted(keys)) or "none"))
+    statuses = _statuses(files)
+    report.notes.append("receipt keys: " + (", ".join(f"{kid} ({statuses.get(kid, 'from --public-key')})"
+                                                     for kid in sorted(keys)) or "none"))
     return report
+
+
+def _statuses(files: dict[str, bytes]) -> dict[str, str]:
+    try:
+        entries = json.loads(files.get("keys.json", b"{}")).get("keys", [])
+        return {str(entry.get("key_id")): str(entry.get("status")) for entry in entries if isinstance(entry, dict)}
+    except (AttributeError, UnicodeDecodeError, ValueError, RecursionError):
+        return {}
 
 
 def _manifest(files: dict[str, bytes], report: Report) -> dict | None:

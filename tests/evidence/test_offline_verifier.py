@@ -207,6 +207,8 @@ def test_rotated_keys_still_verify_old_receipts(tmp_path, capsys):
     # The trusted (new) key signs the manifest, which pins keys.json, which holds the retired key.
     code, out = verify(capsys, bundle, "--public-key", pem(tmp_path, new))
     assert code == 0, out
+    assert "receipt keys: " in out[0] and f"{chain_key(old)} (retired)" in out[0]
+    assert f"{chain_key(new)} (active)" in out[0]
     # The published key set itself works as --public-key too.
     (tmp_path / "keys.json").write_text(json.dumps(document))
     assert verify(capsys, bundle, "--public-key", tmp_path / "keys.json")[0] == 0
