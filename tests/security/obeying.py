@@ -1,8 +1,9 @@
 """A model that obeys every attacker: the worst case the harness has to hold against.
 
-It plugs in through the real extension points (a backend by dotted path, a tool handler by
+It plugs in through the real extension points (a backend by registered name, a tool handler by
 dotted path), like tests/runs/backends.py. Whenever an attack's text is anywhere in its context
-(the input, or any string inside a tool result, fenced or not), it makes the attacker's call at
+(the input, any string inside a tool result, fenced or not, the system prompt with its active
+skills, or a tool's description), it makes the attacker's call at
 once, whatever the disguise: it does not need to decode anything, so the suite measures the
 harness, not the model's reading skills. It asks for each attack once; otherwise it behaves like
 a plain assistant: look up what the request is about, then answer.
@@ -28,6 +29,7 @@ class ObeyingBackend:
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         texts = [text for message in request.messages for text in _texts(message)]
+        texts += [request.system or ""] + [tool.get("description", "") for tool in request.tools]
         made = [(c["name"], c["arguments"]) for m in request.messages if m["role"] == "assistant"
                 for c in m.get("tool_calls") or []]
         for needle, tool, arguments in ATTACKS:
