@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass, field
 
 from .archive import BUNDLE_FILES
-from .chain import (Failure, _hex64, _is_int, parse_jsonl, verify_checkpoints, verify_receipts,
+from .chain import (Failure, is_hex64, is_int, parse_jsonl, verify_checkpoints, verify_receipts,
                     verify_trace)
 from .jcs import CanonicalizationError
 from .keys import KeySetError, load_key_set, verify_signature
@@ -61,7 +61,7 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
     _runs(files, bodies, report)
     _jsonl_only(files, "policies.jsonl", report)
     hash_at = dict(span.hashes)
-    if _hex64(chain.get("start_prev_hash")) and span.first_seq > 1:
+    if is_hex64(chain.get("start_prev_hash")) and span.first_seq > 1:
         hash_at.setdefault(span.first_seq - 1, chain["start_prev_hash"])
     made_at = manifest.get("created_at") if isinstance(manifest, dict) else None
     sources = [("checkpoints.jsonl", files.get("checkpoints.jsonl"))]
@@ -102,14 +102,16 @@ def _manifest(files: dict[str, bytes], report: Report) -> dict | None:
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         report.fail("manifest.json", "file", f"not JSON ({str(exc)[:80]})")
         return None
-    if not isinstance(manifest, dict) or manifest.get("v") != 1 or manifest.get("kind") != "warrant.evidence-bundle":
-        report.fail("manifest.json", "file", "not a v1 warrant.evidence-bundle manifest")
-        return manifest if isinstance(manifest, dict) else None
+    if not isinstance(manifest, dict):
+        report.fail("manifest.json", "file", "not a JSON object")
+        return None
     try:
         manifest_message(manifest)
     except (CanonicalizationError, UnicodeEncodeError) as exc:
         report.fail("manifest.json", "file", f"cannot be canonicalized ({exc})")
         return None
+    if manifest.get("v") != 1 or manifest.get("kind") != "warrant.evidence-bundle":
+        report.fail("manifest.json", "file", "not a v1 warrant.evidence-bundle manifest")
     return manifest
 
 
@@ -162,11 +164,11 @@ def _receipts(files, chain: dict, keys: dict, workers: int, complete: bool, repo
     report.failures.extend(bad)
     records = [row for _, row in rows]
     first_seq = chain.get("first_seq")
-    if not _is_int(first_seq):
-        first_seq = records[0].get("seq") if records and _is_int(records[0].get("seq")) else 1
+    if not is_int(first_seq):
+        first_seq = records[0].get("seq") if records and is_int(records[0].get("seq")) else 1
         report.fail("manifest.json", "chain", "no integer first_seq")
     start_prev = chain.get("start_prev_hash")
-    if not _hex64(start_prev):
+    if not is_hex64(start_prev):
         report.fail("manifest.json", "chain", "no start_prev_hash")
         start_prev = records[0].get("prev_hash") if records else GENESIS
     elif first_seq == 1 and start_prev != GENESIS:
@@ -179,7 +181,7 @@ def _receipts(files, chain: dict, keys: dict, workers: int, complete: bool, repo
     if last_seq != result.head_seq:
         report.fail("receipts.jsonl", "file", f"the last receipt is seq {result.head_seq}, the manifest says "
                     f"last_seq {last_seq!r}: receipts were cut off or added")
-    if not _is_int(head_seq) or head_seq < result.head_seq:
+    if not is_int(head_seq) or head_seq < result.head_seq:
         report.fail("manifest.json", "chain", f"head_seq {head_seq!r} is not at or past the last receipt")
         head_seq = result.head_seq
     elif complete and head_seq != result.head_seq:

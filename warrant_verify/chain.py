@@ -41,17 +41,17 @@ class ChainResult:
     hashes: dict[int, str] = field(default_factory=dict)  # seq -> stored hash, for checkpoints
 
 
-def _is_int(value) -> bool:
+def is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _hex64(value) -> bool:
+def is_hex64(value) -> bool:
     return isinstance(value, str) and HEX64.fullmatch(value) is not None
 
 
 def label(record: dict, index: int) -> str:
     seq = record.get("seq") if isinstance(record, dict) else None
-    return f"seq {seq}" if _is_int(seq) else f"record {index + 1}"
+    return f"seq {seq}" if is_int(seq) else f"record {index + 1}"
 
 
 def check_receipt(record, keys) -> list[str]:
@@ -63,9 +63,9 @@ def check_receipt(record, keys) -> list[str]:
         if not isinstance(record.get(name), str):
             problems.append(f"{name} is missing or not a string")
     for name in ("prev_hash", "hash"):
-        if not _hex64(record.get(name)):
+        if not is_hex64(record.get(name)):
             problems.append(f"{name} is not 64 lowercase hex digits")
-    if not _is_int(record.get("seq")):
+    if not is_int(record.get("seq")):
         problems.append("seq is missing or not an integer")
     if problems:
         return problems
@@ -156,21 +156,21 @@ def verify_receipts(records, *, keys: dict, start_seq: int = 1, start_prev: str 
         record = record if isinstance(record, dict) else {}
         seq, prev, stored = record.get("seq"), record.get("prev_hash"), record.get("hash")
         links = []
-        if _is_int(seq) and seq != expected_seq:
+        if is_int(seq) and seq != expected_seq:
             links.append(f"seq {seq} where {expected_seq} was expected: a receipt is missing, duplicated or out of order")
         if prev != expected_prev:
             links.append("prev_hash is not the bundle's start_prev_hash" if index == 0
                          else f"prev_hash does not link to the hash of the receipt before it (seq {expected_seq - 1})")
         failures.extend(Failure(file, label(record, index), reason) for reason in links + found.get(index, []))
-        if _is_int(seq):
+        if is_int(seq):
             expected_seq = seq
-            if _hex64(stored):
+            if is_hex64(stored):
                 hashes.setdefault(seq, stored)
         expected_seq += 1
         expected_prev = stored
     if records:
         last = records[-1] if isinstance(records[-1], dict) else {}
-        head_seq, head_hash = expected_seq - 1, last.get("hash") if _hex64(last.get("hash")) else ""
+        head_seq, head_hash = expected_seq - 1, last.get("hash") if is_hex64(last.get("hash")) else ""
     else:
         head_seq, head_hash = start_seq - 1, start_prev
     return ChainResult(checked=len(records), head_seq=head_seq, head_hash=head_hash, failures=failures, hashes=hashes)
@@ -182,7 +182,7 @@ def verify_trace(events, *, body: dict, file: str = "events.jsonl") -> list[Fail
     trace = body.get("trace") if isinstance(body, dict) else None
     where = f"run {run_id}"
     failures: list[Failure] = []
-    ordered = sorted(events, key=lambda event: event.get("seq") if _is_int(event.get("seq")) else -1)
+    ordered = sorted(events, key=lambda event: event.get("seq") if is_int(event.get("seq")) else -1)
     prev = GENESIS
     for number, event in enumerate(ordered, start=1):
         seq = event.get("seq")
@@ -198,7 +198,7 @@ def verify_trace(events, *, body: dict, file: str = "events.jsonl") -> list[Fail
         if computed is not None and computed != event.get("hash"):
             failures.append(Failure(file, f"{where} event {seq}", "hash does not chain from the event before it: "
                                     "the event was edited, blanked or the one before it removed"))
-        prev = event.get("hash") if _hex64(event.get("hash")) else (computed or prev)
+        prev = event.get("hash") if is_hex64(event.get("hash")) else (computed or prev)
     if not isinstance(trace, dict):
         failures.append(Failure(file, where, "the receipt's body has no trace to check the events against"))
         return failures
@@ -240,10 +240,10 @@ def verify_checkpoints(checkpoints, *, keys: dict, hash_at, first_seq: int, last
             failures.append(Failure(file, where, "not a JSON object"))
             continue
         seq, head = checkpoint.get("seq"), checkpoint.get("head")
-        if _is_int(seq):
+        if is_int(seq):
             where = f"checkpoint {seq}"
-        if checkpoint.get("v") != 1 or checkpoint.get("kind") != "warrant.checkpoint" or not _is_int(seq) \
-                or not _hex64(head):
+        if checkpoint.get("v") != 1 or checkpoint.get("kind") != "warrant.checkpoint" or not is_int(seq) \
+                or not is_hex64(head):
             failures.append(Failure(file, where, "not a v1 warrant.checkpoint with an integer seq and a hex head"))
             continue
         try:
