@@ -16,7 +16,7 @@ from rest_framework.authentication import TokenAuthentication
 from governance import stamp as governance_stamp
 from governance.models import ApiToken
 from governance.rows import converted
-from governance.tokens import key_digest
+from governance.tokens import key_digest, seal_holds
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,8 @@ class ApiTokenAuthentication(TokenAuthentication):
     401."""
 
     def authenticate_credentials(self, key):
-        found = list(get_user_model().objects.raw(_token_sql(), [key_digest(key)])) if isinstance(key, str) else []
+        digest = key_digest(key) if isinstance(key, str) else None
+        found = list(get_user_model().objects.raw(_token_sql(), [digest])) if digest else []
         if not found:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
         user = found[0]
@@ -67,6 +68,10 @@ class ApiTokenAuthentication(TokenAuthentication):
         # As a model query hands it on: stored, the columns read in field order, the rest deferred.
         token = ApiToken.from_db(connection.alias, tuple(read), [
             read[field.attname] for field in ApiToken._meta.concrete_fields if field.attname in read])
+        if not seal_holds(token=token, digest=digest):
+            # A row the server did not write (or one edited since): to the client, an unknown key.
+            logger.warning("token %s of user %s carries no valid seal: refused", token.public_id, user.pk)
+            raise exceptions.AuthenticationFailed(_("Invalid token."))
         now = timezone.now()
         if token.revoked_at is not None:
             raise exceptions.AuthenticationFailed(_("Token revoked."))
@@ -88,7 +93,7 @@ def _mark_used(token, now) -> None:
         logger.warning("could not record the use of token %s: %s", token.public_id, exc)
 
 
-_TOKEN_COLUMNS = ("id", "public_id", "created_at", "expires_at", "last_used_at", "revoked_at")
+_TOKEN_COLUMNS = ("id", "public_id", "created_at", "expires_at", "last_used_at", "revoked_at", "seal")
 
 
 @lru_cache(maxsize=1)

@@ -138,6 +138,10 @@ class ApiToken(models.Model):
                                         help_text="Updated at most once per few minutes, not on every request.")
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_by = models.CharField(max_length=150, blank=True, editable=False)
+    seal = models.CharField(
+        max_length=64, blank=True, editable=False,
+        help_text="HMAC under the server's SECRET_KEY of id, digest, owner and expiry (governance.tokens): a row "
+                  "written or edited outside Warrant, by someone holding only the database, does not authenticate.")
 
     class Meta:
         ordering = ["-created_at", "-id"]

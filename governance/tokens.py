@@ -6,14 +6,16 @@ A key reads `wt_<public id>_<secret>`. The public id names the token wherever it
 
 import hashlib
 import secrets
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare, salted_hmac
 
 from governance.models import ApiToken
 
 KEY_PREFIX = "wt_"
+SEAL_SALT = "warrant.api-token"
 
 
 def key_digest(key: str) -> str:
@@ -31,11 +33,30 @@ def token_issue(*, user, via: str, issued_by: str, name: str = "", ttl_days: int
     days = default_ttl_days() if ttl_days is None else ttl_days
     public_id = secrets.token_hex(6)
     key = f"{KEY_PREFIX}{public_id}_{secrets.token_urlsafe(32)}"
-    token = ApiToken.objects.create(
-        public_id=public_id, digest=key_digest(key), user=user, name=name, issued_via=via, issued_by=issued_by,
-        expires_at=timezone.now() + timedelta(days=days) if days else None,
-    )
+    token = ApiToken(public_id=public_id, digest=key_digest(key), user=user, name=name, issued_via=via,
+                     issued_by=issued_by, expires_at=timezone.now() + timedelta(days=days) if days else None)
+    token.seal = token_seal(public_id=public_id, digest=token.digest, user_id=user.pk, expires_at=token.expires_at)
+    token.save()
     return token, key
+
+
+def token_seal(*, public_id: str, digest: str, user_id: int, expires_at, secret=None) -> str:
+    """What binds a token row to the server: whoever holds only the database (a DBA, a backup)
+    cannot issue a row, move one to another user or extend its life, because they lack the key.
+    Django's sessions are signed with the same key for the same reason."""
+    expiry = expires_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f") if expires_at else ""
+    return salted_hmac(SEAL_SALT, f"{public_id}|{digest}|{user_id}|{expiry}", secret=secret,
+                       algorithm="sha256").hexdigest()
+
+
+def seal_holds(*, token: ApiToken, digest: str) -> bool:
+    """The row's seal is the server's, under SECRET_KEY or one of SECRET_KEY_FALLBACKS."""
+    for secret in (settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS):
+        expected = token_seal(public_id=token.public_id, digest=digest, user_id=token.user_id,
+                              expires_at=token.expires_at, secret=secret)
+        if constant_time_compare(token.seal, expected):
+            return True
+    return False
 
 
 def token_revoke(*, token: ApiToken, by: str) -> ApiToken:

@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 from governance import stamp
 from governance.auth import ApiTokenAuthentication
 from governance.models import ApiToken
-from governance.tokens import token_issue
+from governance.tokens import token_issue, token_seal
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +67,10 @@ def test_only_the_digest_is_stored(demo):
 def test_an_expired_token_is_refused(demo):
     token, key = _issue("operator", ttl_days=1)
     assert _client(key).get("/api/v1/runs/").status_code == 200
-    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - datetime.timedelta(seconds=1))
+    # Its day has passed (as the server would have issued it: sealed with that expiry).
+    past = timezone.now() - datetime.timedelta(seconds=1)
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=past, seal=token_seal(
+        public_id=token.public_id, digest=token.digest, user_id=token.user_id, expires_at=past))
     answer = _client(key).get("/api/v1/runs/")
     assert answer.status_code == 401 and "Token expired." in answer.content.decode()
 

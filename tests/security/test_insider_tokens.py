@@ -144,3 +144,43 @@ def test_a_decision_in_the_workbench_or_a_session_records_session(demo):
     assert answer.status_code == 200 and answer.json()["decided_via"] == "session"
     queue = web.get("/admin/runs/approvalrequest/queue/").content.decode()
     assert "Signed in by" in queue and "session" in queue
+
+
+# --- someone holding only the database (a DBA, a restored backup) -------------------------------
+
+
+def test_a_token_row_written_in_the_database_does_not_authenticate(demo):
+    from governance.tokens import key_digest
+
+    key = "wt_0123456789ab_" + "A" * 43
+    ApiToken.objects.create(public_id="0123456789ab", digest=key_digest(key), user=User.objects.get(username="approver"),
+                            issued_via="command", issued_by="root", seal="0" * 64)
+    answer = _token_client(key).get("/api/v1/approvals/")
+    assert answer.status_code == 401 and "Invalid token." in answer.content.decode()
+
+
+def test_a_token_moved_to_another_user_in_the_database_does_not_authenticate(demo):
+    token, key = _key("admin")  # the DBA's own account
+    assert _token_client(key).get("/api/v1/tokens/").status_code == 200
+    ApiToken.objects.filter(pk=token.pk).update(user=User.objects.get(username="approver"))
+    assert _token_client(key).get("/api/v1/approvals/").status_code == 401
+
+
+def test_an_expired_token_extended_in_the_database_stays_refused(demo):
+    import datetime
+
+    from django.utils import timezone
+
+    token, key = _key("approver")
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() + datetime.timedelta(days=3650))
+    assert _token_client(key).get("/api/v1/approvals/").status_code == 401
+
+
+def test_the_admin_revokes_a_token_it_cannot_read(demo):
+    token, key = _key("approver")
+    web = _superuser_web()
+    answer = web.post("/admin/governance/apitoken/", {"action": "revoke", "_selected_action": [token.pk]})
+    assert answer.status_code == 302
+    token.refresh_from_db()
+    assert token.revoked_at is not None and token.revoked_by == "admin"
+    assert _token_client(key).get("/api/v1/approvals/").status_code == 401
