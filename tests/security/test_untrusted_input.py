@@ -37,7 +37,8 @@ def test_an_imported_skill_whose_body_gives_injected_orders_taints_the_run(opera
 
 def test_the_demo_skills_do_not_taint_a_run(operator):
     run = start(operator, "Summarise the open tickets for Globex.")
-    assert run["status"] == "succeeded" and run["tainted"] is False
+    # Tainted only by where the ticket titles come from (customers), not by any skill's words.
+    assert run["status"] == "succeeded" and run_reason(run) == "result of list_open_tickets: untrusted source"
 
 
 def test_an_approval_comment_that_reads_like_orders_taints_the_run(replay_agent):
@@ -59,7 +60,7 @@ def test_a_ticket_title_with_orders_taints_the_run_and_the_approval_card_says_wh
     assert CrmAccount.objects.filter(account_id="A-200").exists()
     card = approver.get("/api/v1/approvals/", {"status": "pending"}).json()["results"][0]
     assert card["tool"] == "delete_account" and card["run_tainted"] is True
-    assert card["run_taint_reasons"] == ["result of list_open_tickets: tool_order"]
+    assert card["run_taint_reasons"] == ["result of list_open_tickets: untrusted source, tool_order"]
     assert card["reasons"][0].startswith("the run is tainted: result of list_open_tickets")
     assert card["policy_name"] == ""
 
