@@ -8,6 +8,7 @@ import json
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing import get_context
@@ -117,9 +118,22 @@ def _check_chunk(start: int, records: list) -> list[tuple[int, str]]:
             for reason in check_receipt(record, _WORKER_KEYS)]
 
 
+def _serial(records: list, keys: dict) -> list[tuple[int, str]]:
+    return [(index, reason) for index, record in enumerate(records) for reason in check_receipt(record, keys)]
+
+
 def _per_record(records: list, keys: dict, workers: int) -> list[tuple[int, str]]:
     if workers <= 1 or len(records) < PARALLEL_THRESHOLD:
-        return [(index, reason) for index, record in enumerate(records) for reason in check_receipt(record, keys)]
+        return _serial(records, keys)
+    try:
+        return _parallel(records, keys, workers)
+    except (BrokenProcessPool, OSError, RuntimeError):
+        # Helpers that could not start or died (a sandbox without processes, a script without a
+        # main guard): everything is checked here instead, never skipped.
+        return _serial(records, keys)
+
+
+def _parallel(records: list, keys: dict, workers: int) -> list[tuple[int, str]]:
     chunks = [(start, records[start:start + _CHUNK]) for start in range(0, len(records), _CHUNK)]
     raw_keys = {kid: raw_public_bytes(key) for kid, key in keys.items()}
     found: list[tuple[int, str]] = []
