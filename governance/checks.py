@@ -72,3 +72,14 @@ def receipts_can_be_signed(app_configs, **kwargs):
                                  hint="List the witness's host there: checkpoints are only sent where the platform "
                                       "engineer allowed.", id="governance.E011")]
     return []
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def tokens_expire(app_configs, **kwargs):
+    if settings.WARRANT["TOKEN_TTL_DAYS"] > 0:
+        return []
+    return [checks.Warning(
+        "API tokens never expire (WARRANT_TOKEN_TTL_DAYS=0): a key copied once stays good until someone revokes it",
+        hint="Set WARRANT_TOKEN_TTL_DAYS to the days a key may live (the default is 90).",
+        id="governance.W020",
+    )]

@@ -200,3 +200,12 @@ def test_make_token_fails_clearly_without_a_known_user(token_db, args, says):
     answer = _make_token(token_db, *args)
     assert answer.returncode != 0 and answer.stdout == ""
     assert says in answer.stderr
+
+
+def test_check_deploy_warns_while_tokens_never_expire(settings):
+    from django.core import checks
+
+    settings.WARRANT = {**settings.WARRANT, "TOKEN_TTL_DAYS": 0}
+    assert "governance.W020" in [m.id for m in checks.run_checks(include_deployment_checks=True)]
+    settings.WARRANT = {**settings.WARRANT, "TOKEN_TTL_DAYS": 90}
+    assert "governance.W020" not in [m.id for m in checks.run_checks(include_deployment_checks=True)]
