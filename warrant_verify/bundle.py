@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from .archive import BUNDLE_FILES
 from .chain import (Failure, is_hex64, is_int, parse_jsonl, verify_checkpoints, verify_receipts,
-                    verify_trace)
+                    verify_traces)
 from .jcs import CanonicalizationError
 from .keys import KeySetError, load_key_set, verify_signature
 from .messages import GENESIS, manifest_message
@@ -56,7 +56,7 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
     complete = isinstance(manifest, dict) and isinstance(manifest.get("period"), dict) \
         and manifest["period"].get("to") is None
     span, bodies = _receipts(files, chain, keys, workers, complete, report)
-    _events(files, bodies, report)
+    _events(files, bodies, workers, report)
     _approvals(files, bodies, report)
     _runs(files, bodies, report)
     _jsonl_only(files, "policies.jsonl", report)
@@ -209,14 +209,15 @@ def _receipts(files, chain: dict, keys: dict, workers: int, complete: bool, repo
     return span, bodies
 
 
-def _events(files, bodies, report: Report) -> None:
+def _events(files, bodies, workers: int, report: Report) -> None:
     rows, bad = parse_jsonl(files.get("events.jsonl", b""), "events.jsonl")
     report.failures.extend(bad)
     by_run: dict[str, list[dict]] = {}
     for _, row in rows:
         by_run.setdefault(str(row.get("run_id")), []).append(row)
-    for run_id, (_, body) in bodies.items():
-        report.failures.extend(verify_trace(by_run.get(run_id, []), body=body))
+    runs = [(by_run.get(run_id, []), {"run_id": body.get("run_id"), "trace": body.get("trace")})
+            for run_id, (_, body) in bodies.items()]
+    report.failures.extend(verify_traces(runs, workers=workers))
 
 
 def _approvals(files, bodies, report: Report) -> None:

@@ -20,6 +20,7 @@ from .messages import GENESIS, checkpoint_message, event_hash, receipt_hash, rec
 HEX64 = re.compile(r"[0-9a-f]{64}")
 # Below this, starting processes costs more than the signatures they would share out.
 PARALLEL_THRESHOLD = 4000
+TRACE_PARALLEL_THRESHOLD = 20000
 _CHUNK = 2500
 
 
@@ -103,53 +104,49 @@ def check_receipt(record, keys) -> list[str]:
     return problems
 
 
-_WORKER_KEYS: dict = {}
-
-
-def _worker_init(raw_keys: dict[str, bytes]) -> None:
+def _check_chunk(start: int, records: list, raw_keys: dict[str, bytes]) -> list[tuple[int, str]]:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    _WORKER_KEYS.clear()
-    _WORKER_KEYS.update({kid: Ed25519PublicKey.from_public_bytes(raw) for kid, raw in raw_keys.items()})
-
-
-def _check_chunk(start: int, records: list) -> list[tuple[int, str]]:
+    keys = {kid: Ed25519PublicKey.from_public_bytes(raw) for kid, raw in raw_keys.items()}
     return [(start + offset, reason) for offset, record in enumerate(records)
-            for reason in check_receipt(record, _WORKER_KEYS)]
+            for reason in check_receipt(record, keys)]
 
 
-def _serial(records: list, keys: dict) -> list[tuple[int, str]]:
-    return [(index, reason) for index, record in enumerate(records) for reason in check_receipt(record, keys)]
+def _spread(work, items: list, context, *, workers: int, chunk: int) -> list:
+    """work(start, items[start:start + chunk], context) over every chunk, results in order.
+
+    With workers > 1 and enough items, helper processes take a share; the parent takes one too
+    (with N cores, N - 1 helpers keep them all busy). Helpers that cannot start or die (a sandbox
+    without processes, a script without a main guard) leave everything to the parent: nothing is
+    skipped.
+    """
+    if workers <= 1 or len(items) < 2 * chunk:
+        return work(0, items, context)
+    try:
+        return _shared(work, items, context, workers=workers, chunk=chunk)
+    except (BrokenProcessPool, OSError, RuntimeError):
+        return work(0, items, context)
+
+
+def _shared(work, items: list, context, *, workers: int, chunk: int) -> list:
+    chunks = [(start, items[start:start + chunk]) for start in range(0, len(items), chunk)]
+    results: list = []
+    # Spawn, not fork: callers may be threaded (a web server), where fork can deadlock.
+    with ProcessPoolExecutor(max_workers=workers - 1, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(work, start, part, context) for n, (start, part) in enumerate(chunks) if n % workers]
+        mine = [work(start, part, context) for n, (start, part) in enumerate(chunks) if not n % workers]
+        for part in mine:
+            results.extend(part)
+        for future in futures:
+            results.extend(future.result())
+    return results
 
 
 def _per_record(records: list, keys: dict, workers: int) -> list[tuple[int, str]]:
-    if workers <= 1 or len(records) < PARALLEL_THRESHOLD:
-        return _serial(records, keys)
-    try:
-        return _parallel(records, keys, workers)
-    except (BrokenProcessPool, OSError, RuntimeError):
-        # Helpers that could not start or died (a sandbox without processes, a script without a
-        # main guard): everything is checked here instead, never skipped.
-        return _serial(records, keys)
-
-
-def _parallel(records: list, keys: dict, workers: int) -> list[tuple[int, str]]:
-    chunks = [(start, records[start:start + _CHUNK]) for start in range(0, len(records), _CHUNK)]
     raw_keys = {kid: raw_public_bytes(key) for kid, key in keys.items()}
-    found: list[tuple[int, str]] = []
-    # The parent takes a share of the chunks itself: with N cores, N - 1 helpers keep them all busy.
-    # Spawn, not fork: callers may be threaded (a web server), where fork can deadlock.
-    with ProcessPoolExecutor(max_workers=workers - 1, mp_context=get_context("spawn"),
-                             initializer=_worker_init, initargs=(raw_keys,)) as pool:
-        futures = [pool.submit(_check_chunk, start, chunk) for n, (start, chunk) in enumerate(chunks)
-                   if n % workers]
-        for n, (start, chunk) in enumerate(chunks):
-            if not n % workers:
-                found.extend((start + offset, reason) for offset, record in enumerate(chunk)
-                             for reason in check_receipt(record, keys))
-        for future in futures:
-            found.extend(future.result())
-    return found
+    if workers <= 1 or len(records) < PARALLEL_THRESHOLD:
+        return [(index, reason) for index, record in enumerate(records) for reason in check_receipt(record, keys)]
+    return _spread(_check_chunk, records, raw_keys, workers=workers, chunk=_CHUNK)
 
 
 def verify_receipts(records, *, keys: dict, start_seq: int = 1, start_prev: str = GENESIS, workers: int = 1,
@@ -222,6 +219,20 @@ def verify_trace(events, *, body: dict, file: str = "events.jsonl") -> list[Fail
     if head != trace.get("head"):
         failures.append(Failure(file, where, "the events do not hash to the trace head sealed in the receipt"))
     return failures
+
+
+def _trace_chunk(start: int, runs: list, file: str) -> list[Failure]:
+    return [failure for events, body in runs for failure in verify_trace(events, body=body, file=file)]
+
+
+def verify_traces(runs: list, *, workers: int = 1, file: str = "events.jsonl") -> list[Failure]:
+    """verify_trace over (events, body) pairs; with workers > 1 and many events, in processes.
+
+    Only body["run_id"] and body["trace"] are read, so callers may pass just those.
+    """
+    if workers > 1 and sum(len(events) for events, _ in runs) >= TRACE_PARALLEL_THRESHOLD:
+        return _spread(_trace_chunk, runs, file, workers=workers, chunk=max(1, len(runs) // (4 * workers)))
+    return _trace_chunk(0, runs, file)
 
 
 def _trace_head(ordered: list) -> str | None:

@@ -460,3 +460,18 @@ def test_any_field_of_any_row_set_to_any_json_type_is_reported_never_raised(tmp_
                                                                        and isinstance(value, str))
                 if table != "checkpoints" and not unsigned and value != "":
                     assert code == 1, (table, field, value, out)
+
+
+def test_two_workers_check_traces_as_one_does(tmp_path, capsys, monkeypatch):
+    ledger = standard_ledger(12)
+    for index in (1, 7):
+        run_id = ledger.receipts[index]["run_id"]
+        ledger.events.remove([e for e in ledger.events if e["run_id"] == run_id][2])
+    bundle = write_bundle(ledger, tmp_path / "bundle")
+    code, serial = verify(capsys, bundle, "--workers", 1)
+    monkeypatch.setattr(chain, "TRACE_PARALLEL_THRESHOLD", 1)
+    monkeypatch.setattr(chain, "PARALLEL_THRESHOLD", 1)
+    monkeypatch.setattr(chain, "_CHUNK", 5)
+    code_two, shared = verify(capsys, bundle, "--workers", 2)
+    assert code == code_two == 1 and len(serial) == 8  # 2 runs x (seq, link, count, head)
+    assert sorted(shared) == sorted(serial)
