@@ -3,14 +3,14 @@ profiles and the tool registry."""
 
 import re
 
-import httpx
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import IntegrityError, transaction
 
-from agents.backends import HTTP_BACKENDS, backend_class
+from agents.backends import HTTP_BACKENDS, UnknownBackend, backend_class, registered_names
 from agents.models import Agent, AgentVersion, ModelProfile, Tool
+from governance import egress
 from governance.api_errors import Conflict
 
 
@@ -50,39 +50,49 @@ ENV_VAR_NAME = RegexValidator(r"^[A-Z_][A-Z0-9_]*\Z", "Must look like an environ
 # Variables that hold the platform's own secrets. A profile or tool source sends the value of the
 # variable it names to its server, so naming one of these would hand Warrant's secret key or
 # database password to whichever host a governance admin typed in.
-PLATFORM_SECRET_PREFIXES = ("DJANGO_", "DATABASE", "CELERY_", "REDIS", "PG", "POSTGRES", "WARRANT_", "AXES_")
+PLATFORM_SECRET_PREFIXES = ("DJANGO_", "DATABASE", "CELERY_", "REDIS", "PG", "POSTGRES", "WARRANT_", "AXES_",
+                            "DB_", "EMAIL_", "AWS_")
+PLATFORM_SECRET_NAMES = ("SECRET_KEY", "HOME", "PATH", "USER", "LOGNAME", "SHELL", "PWD")
 
 
 def tool_host_allowed(url: str) -> bool:
-    """Whether a tool source may be reached at `url` (WARRANT_TOOL_ALLOWED_HOSTS; empty allows any host)."""
-    allowed = settings.WARRANT.get("TOOL_ALLOWED_HOSTS") or ()
-    if not allowed:
-        return True
-    try:
-        host = httpx.URL(url).host
-    except (httpx.InvalidURL, TypeError, ValueError):
-        return False
-    return host in allowed
+    """Whether a tool source's host is on WARRANT_TOOL_ALLOWED_HOSTS (empty: any host; its addresses are
+    checked when connecting, governance/egress.py)."""
+    return egress.host_allowed(url, allowed_hosts=settings.WARRANT.get("TOOL_ALLOWED_HOSTS") or ())
 
 
 def platform_secret(name: str) -> bool:
     """A variable of the platform itself (its database, broker, secret key ...), never sent out."""
-    return name.startswith(PLATFORM_SECRET_PREFIXES) or name == "SECRET_KEY"
+    return name.startswith(PLATFORM_SECRET_PREFIXES) or name in PLATFORM_SECRET_NAMES
+
+
+def secret_env_allowed(name: str) -> bool:
+    """Whether WARRANT_SECRET_ENV_ALLOWED names `name` (or a prefix of it, written PREFIX*); empty allows none."""
+    for entry in settings.WARRANT.get("SECRET_ENV_ALLOWED") or ():
+        if entry == name or (entry.endswith("*") and name.startswith(entry[:-1])):
+            return True
+    return False
 
 
 def check_key_env_name(name: str) -> None:
-    """A variable a model profile or tool source may send out: a name, and not the platform's."""
+    """A variable a model profile or tool source may send out: a name the platform engineer allowed,
+    and never the platform's own."""
     ENV_VAR_NAME(name)
     if platform_secret(name):
         raise ValidationError(f"{name} holds a secret of the platform itself and is never sent to a model or tool "
                               "server; put the key in a variable of its own, e.g. OPENAI_API_KEY.")
+    if not secret_env_allowed(name):
+        raise ValidationError(f"{name} is not among the variables this deployment lets profiles and tool sources "
+                              "send out (WARRANT_SECRET_ENV_ALLOWED); the platform engineer lists the ones meant "
+                              "for model and tool servers.")
 
 
 class KeyEnvNameValidator(RegexValidator):
     """check_key_env_name as a field validator whose regex says the same (the API schema's `pattern`),
     with check_key_env_name's messages."""
 
-    regex = (r"^(?!(?:" + "|".join(map(re.escape, PLATFORM_SECRET_PREFIXES)) + r")|SECRET_KEY\Z)"
+    regex = (r"^(?!(?:" + "|".join(map(re.escape, PLATFORM_SECRET_PREFIXES)) + r")|(?:"
+             + "|".join(PLATFORM_SECRET_NAMES) + r")\Z)"
              + ENV_VAR_NAME.regex.pattern.removeprefix("^"))
 
     def __call__(self, value):
@@ -202,6 +212,19 @@ def _fallback_problems(name: str, fallbacks: list, graph: dict[str, list]) -> li
     return []
 
 
+def _backend_problem(name: str) -> str:
+    if name not in registered_names():
+        # Decided on the name alone: a refused name imports nothing.
+        return (f"Not a registered model backend: one of {', '.join(registered_names())} (a deployment registers "
+                "others by name, in WARRANT_MODEL_BACKENDS or as warrant.backends entry points; a dotted path "
+                "is never taken).")
+    try:
+        backend = backend_class(name)
+    except (ImportError, ValueError, TypeError, AttributeError, UnknownBackend) as exc:
+        return f"The backend registered as {name!r} cannot be loaded: {exc}"
+    return "" if isinstance(backend, type) else f"The backend registered as {name!r} is not a class."
+
+
 def model_profile_check(profile: ModelProfile) -> None:
     """Raise ValidationError (by field) unless the profile is usable: the API and the admin both call it."""
     errors: dict[str, list[str]] = {}
@@ -215,13 +238,15 @@ def model_profile_check(profile: ModelProfile) -> None:
             check(value)
         except ValidationError as exc:
             errors[field] = exc.messages
-    try:
-        backend = backend_class(profile.backend)
-    except (ImportError, ValueError, TypeError):
-        backend = None
-    if not isinstance(backend, type):
-        errors["backend"] = ["Not a built-in backend (scripted, openai, anthropic) nor the importable dotted path "
-                             "of a backend class."]
+    if profile.base_url and "base_url" not in errors:
+        try:
+            egress.write_check(profile.base_url, allowed_hosts=settings.WARRANT.get("MODEL_ALLOWED_HOSTS") or (),
+                               setting="WARRANT_MODEL_ALLOWED_HOSTS")
+        except egress.EgressRefused as exc:
+            errors["base_url"] = [f"This deployment does not let model profiles reach it: {exc}."]
+    backend_problem = _backend_problem(profile.backend)
+    if backend_problem:
+        errors["backend"] = [backend_problem]
     elif profile.backend in HTTP_BACKENDS and not profile.base_url:
         errors["base_url"] = [f"The {profile.backend} backend needs the server's base URL (without /v1)."]
     if not (0 <= (profile.max_retries or 0) <= MAX_RETRIES):

@@ -18,11 +18,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.models import Tool, ToolSource, tool_fingerprint
-from agents.services import (
-    ENV_VAR_NAME, HTTP_URL, save_new, check_key_env_name, timeout_validator, tool_host_allowed,
-)
+from agents.services import ENV_VAR_NAME, HTTP_URL, save_new, check_key_env_name, timeout_validator
+from agents.tools.allowed import command_allowed, python_path_allowed, tool_egress_rule
 from agents.tools import mcp, openapi, pytools
 from agents.tools.deadline import ToolTimeout
+from governance import egress
 from governance.api_errors import Conflict
 
 logger = logging.getLogger(__name__)
@@ -59,9 +59,9 @@ def tool_source_check(source: ToolSource) -> None:
     if kind == ToolSource.Kind.MCP_STDIO:
         if not (isinstance(source.command, list) and source.command and all(isinstance(p, str) and p for p in source.command)):
             errors["command"] = ["An mcp_stdio source needs its command: a list of the program and its arguments."]
-        elif settings.WARRANT.get("MCP_STDIO_COMMANDS") and source.command[0] not in settings.WARRANT["MCP_STDIO_COMMANDS"]:
+        elif not command_allowed(source.command[0]):
             errors["command"] = [f"{source.command[0]!r} is not among the programs this deployment allows "
-                                 "(WARRANT_MCP_STDIO_COMMANDS)."]
+                                 "(WARRANT_MCP_STDIO_COMMANDS; an empty list allows none)."]
     elif source.command:
         errors["command"] = ["Only an mcp_stdio source has a command."]
     if not all(isinstance(n, str) and ENV_VAR_NAME.regex.match(n) for n in source.env_passthrough or []):
@@ -80,7 +80,8 @@ def tool_source_check(source: ToolSource) -> None:
         errors["path"] = ["A python source needs the dotted path of a module or a function."]
     elif kind == ToolSource.Kind.PYTHON and not _python_path_allowed(source.path):
         # Importing a module runs its code: a deployment may keep sources to its own packages.
-        errors["path"] = [f"{source.path!r} is outside the modules this deployment allows (WARRANT_PYTHON_TOOL_MODULES)."]
+        errors["path"] = [f"{source.path!r} is outside the modules this deployment allows "
+                          "(WARRANT_PYTHON_TOOL_MODULES; an empty list allows none)."]
     for field in ("url", "base_url"):
         if getattr(source, field):
             try:
@@ -88,9 +89,10 @@ def tool_source_check(source: ToolSource) -> None:
             except ValidationError as exc:
                 errors[field] = exc.messages
             else:
-                if not tool_host_allowed(getattr(source, field)):
-                    errors[field] = ["Its host is not among the hosts this deployment allows tool sources on "
-                                     "(WARRANT_TOOL_ALLOWED_HOSTS)."]
+                try:
+                    egress.write_check(getattr(source, field), **tool_egress_rule())
+                except egress.EgressRefused as exc:
+                    errors[field] = [f"This deployment does not let tool sources reach it: {exc}."]
     if source.auth_header and not HEADER_NAME.match(source.auth_header):
         errors["auth_header"] = ["Must be an HTTP header name."]
     if bool(source.auth_header) != bool(source.auth_env):
@@ -111,8 +113,7 @@ def tool_source_check(source: ToolSource) -> None:
 
 
 def _python_path_allowed(path: str) -> bool:
-    allowed = settings.WARRANT.get("PYTHON_TOOL_MODULES") or []
-    return not allowed or any(path == prefix or path.startswith(prefix.rstrip(".") + ".") for prefix in allowed)
+    return python_path_allowed(path)
 
 
 def _apply(source: ToolSource, values: dict) -> None:

@@ -22,6 +22,8 @@ def configure(workdir: Path, *, database_url: str = "", broker_url: str = "", se
         "WARRANT_TEST_FAST_HASHER": "1",
         "WARRANT_THROTTLE_RUN_CREATE": "100000000/min",
         "WARRANT_THROTTLE_APPROVAL_DECIDE": "100000000/min",
+        # A profile names its backend; the deployment (here, the bench) registers its own by name.
+        "WARRANT_MODEL_BACKENDS": "bench-script=bench.script.WarrantScriptedModel",
     })
     # Production mode needs a receipt signing key; children inherit the parent's (one chain, one key).
     os.environ.setdefault("WARRANT_RECEIPT_SIGNING_KEY", base64.b64encode(os.urandom(32)).decode())
@@ -61,7 +63,7 @@ def prepare() -> None:
 
     demo_load()
     profile, _ = ModelProfile.objects.get_or_create(
-        name="bench-script", defaults={"backend": "bench.script.WarrantScriptedModel", "model": "bench-script-1"})
+        name="bench-script", defaults={"backend": "bench-script", "model": "bench-script-1"})
     for slug in (AGENT, APPROVAL_AGENT):
         agent, _ = Agent.objects.get_or_create(slug=slug, defaults={
             "name": slug, "instructions": INSTRUCTIONS, "model_profile": profile})

@@ -293,16 +293,37 @@ WARRANT = {
     # The circuit breaker (agents.breaker): this many failed attempts in a row open it, for this long.
     "MODEL_BREAKER_FAILURES": int(os.environ.get("WARRANT_MODEL_BREAKER_FAILURES", "5")),
     "MODEL_BREAKER_COOLDOWN_SECONDS": float(os.environ.get("WARRANT_MODEL_BREAKER_COOLDOWN_SECONDS", "30")),
-    # Hosts model profiles may reach (comma-separated); empty allows any. Set it in production.
+    # Hosts model profiles may reach (comma-separated); empty allows any public host. Set it in production.
     "MODEL_ALLOWED_HOSTS": tuple(h.strip() for h in os.environ.get("WARRANT_MODEL_ALLOWED_HOSTS", "").split(",") if h.strip()),
     # Hosts that MCP-over-HTTP and OpenAPI tool sources may be reached on (empty: any host).
     "TOOL_ALLOWED_HOSTS": tuple(h.strip() for h in os.environ.get("WARRANT_TOOL_ALLOWED_HOSTS", "").split(",") if h.strip()),
-    # Programs an mcp_stdio tool source may start (comma-separated); empty = any program.
+    # Programs an mcp_stdio tool source may start (comma-separated); empty = none at all.
     "MCP_STDIO_COMMANDS": [c.strip() for c in os.environ.get("WARRANT_MCP_STDIO_COMMANDS", "").split(",") if c.strip()],
+    # How a stdio tool server is confined (agents/tools/sandbox.py): auto (bubblewrap when it works
+    # here, else an unprivileged user), bwrap (required: fail closed without it), user.
+    "MCP_STDIO_SANDBOX": os.environ.get("WARRANT_MCP_STDIO_SANDBOX", "auto"),
+    "MCP_STDIO_CPU_SECONDS": int(os.environ.get("WARRANT_MCP_STDIO_CPU_SECONDS", "300")),
+    "MCP_STDIO_MEMORY_MB": int(os.environ.get("WARRANT_MCP_STDIO_MEMORY_MB", "2048")),
+    "MCP_STDIO_MAX_SECONDS": int(os.environ.get("WARRANT_MCP_STDIO_MAX_SECONDS", "3600")),
+    # Under bubblewrap: paths a server may read besides the system's and Python's, and programs whose
+    # servers keep the network (every other one gets none).
+    "MCP_STDIO_PATHS": [c.strip() for c in os.environ.get("WARRANT_MCP_STDIO_PATHS", "").split(",") if c.strip()],
+    "MCP_STDIO_NETWORK": [c.strip() for c in os.environ.get("WARRANT_MCP_STDIO_NETWORK", "").split(",") if c.strip()],
+    # Environment variables a model profile's api_key_env, a tool source's auth_env or env_passthrough
+    # may name (names, or prefixes ending in *); empty = none.
+    "SECRET_ENV_ALLOWED": [c.strip() for c in os.environ.get("WARRANT_SECRET_ENV_ALLOWED", "").split(",") if c.strip()],
+    # Loopback, private and link-local networks any outbound host may resolve to (governance/egress.py);
+    # under debug, loopback, so that a model server on localhost works.
+    "EGRESS_PRIVATE_NETWORKS": [c.strip() for c in os.environ.get(
+        "WARRANT_EGRESS_PRIVATE_NETWORKS", "127.0.0.0/8,::1/128" if DEBUG else "").split(",") if c.strip()],
+    # Model backends besides the built-in ones, as name=module.Class (entry points in the group
+    # warrant.backends are found too). A profile names a backend; it never gives a dotted path.
+    "MODEL_BACKENDS": dict(pair.strip().split("=", 1) for pair in os.environ.get("WARRANT_MODEL_BACKENDS", "").split(",")
+                           if "=" in pair),
     # MCP sessions kept open between calls (agents/tools/mcp_pool.py); 0 = a new session for every call.
     "MCP_SESSION_IDLE_SECONDS": float(os.environ.get("WARRANT_MCP_SESSION_IDLE_SECONDS", "300")),
     "MCP_MAX_SESSIONS": int(os.environ.get("WARRANT_MCP_MAX_SESSIONS", "32")),
-    # Dotted-path prefixes a python tool source may import (comma-separated); empty = any module.
+    # Dotted-path prefixes a python tool source may import (comma-separated); empty = none at all.
     # API tokens expire this many days after they are issued; 0 = never (not advised).
     "TOKEN_TTL_DAYS": int(os.environ.get("WARRANT_TOKEN_TTL_DAYS", "90")),
     "PYTHON_TOOL_MODULES": [c.strip() for c in os.environ.get("WARRANT_PYTHON_TOOL_MODULES", "").split(",") if c.strip()],

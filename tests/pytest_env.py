@@ -10,3 +10,9 @@ os.environ.setdefault("WARRANT_TEST_FAST_HASHER", "1")
 # The witness file is off unless a test turns it on: every test database starts a new chain,
 # and a shared file would hold checkpoints of chains long flushed (workers inherit this too).
 os.environ.setdefault("WARRANT_WITNESS_FILE", "")
+# Allow-lists are empty by default and an empty one allows nothing: what the suite names. Key
+# variables its model and tool servers read, and its own model backends, by name.
+os.environ.setdefault("WARRANT_SECRET_ENV_ALLOWED",
+                      "TEST_*,TOOLS_TEST_*,GPU_BOX_KEY_NAME,NOT_SET_KEY,HOSTED_TEST_KEY,LOCAL_LLAMA_KEY,TZ,LANG")
+os.environ.setdefault("WARRANT_MODEL_BACKENDS",
+                      "replay=tests.runs.backends.ReplayBackend,obeying=tests.security.obeying.ObeyingBackend")

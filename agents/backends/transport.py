@@ -15,6 +15,7 @@ import httpx
 from django.conf import settings
 
 from agents.backends.base import AttemptFailed
+from governance import egress
 
 # A chat reply with tool calls is a few kilobytes; anything near a megabyte is a runaway or an
 # attack, and is refused before it is parsed (so no tool in it can run).
@@ -59,18 +60,12 @@ def retry_after_seconds(value: str | None, *, now: float | None = None) -> float
     return min(max(0.0, when.timestamp() - (time.time() if now is None else now)), MAX_RETRY_AFTER_SECONDS)
 
 
-def _check_egress(url: str) -> None:
-    """Model servers only on the hosts the operator allowed (WARRANT_MODEL_ALLOWED_HOSTS), when set:
-    a profile is data an admin edits, and must not turn the worker into a client of any address."""
-    allowed = settings.WARRANT.get("MODEL_ALLOWED_HOSTS") or ()
-    if not allowed:
-        return
-    try:
-        host = httpx.URL(url).host
-    except httpx.InvalidURL:
-        host = ""
-    if host not in allowed:
-        raise AttemptFailed("config", "the profile's host is not in WARRANT_MODEL_ALLOWED_HOSTS")
+def _egress_rule() -> dict:
+    """Model servers only where the platform engineer allows (governance/egress.py: the hosts of
+    WARRANT_MODEL_ALLOWED_HOSTS when set, and never a loopback, private or link-local address that is
+    not listed): a profile is data an admin edits, and must not turn the worker into a client of any
+    address. The rule is applied to the address actually connected to, before anything is sent."""
+    return {"allowed_hosts": settings.WARRANT.get("MODEL_ALLOWED_HOSTS") or (), "setting": "WARRANT_MODEL_ALLOWED_HOSTS"}
 
 
 def post_json(profile: dict, path: str, payload: dict, *, headers: dict, secret: str = "") -> dict:
@@ -79,11 +74,11 @@ def post_json(profile: dict, path: str, payload: dict, *, headers: dict, secret:
     url = (profile.get("base_url") or "").rstrip("/") + path
     # read_timeout bounds the whole reply, not just the gap between two bytes: a server that
     # trickles a byte a second would otherwise hold the worker forever.
-    _check_egress(url)
+    rule = _egress_rule()
     deadline = time.monotonic() + connect + read
     timeout = httpx.Timeout(connect=connect, read=read, write=read, pool=connect)
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=False) as client:
+        with egress.client(**rule, timeout=timeout, follow_redirects=False) as client:
             with client.stream("POST", url, json=payload, headers=headers) as response:
                 status = response.status_code
                 declared = response.headers.get("content-length", "")
@@ -97,6 +92,8 @@ def post_json(profile: dict, path: str, payload: dict, *, headers: dict, secret:
                     if time.monotonic() > deadline:
                         raise AttemptFailed("timeout", f"the reply took longer than {read:g} s", retryable=True)
                 retry_after = retry_after_seconds(response.headers.get("retry-after"))
+    except egress.EgressRefused as exc:
+        raise AttemptFailed("config", f"the profile's server may not be reached: {exc}") from None
     except httpx.TimeoutException as exc:
         raise AttemptFailed("timeout", f"{_timeout_phase(exc)} timed out", retryable=True) from None
     except httpx.RemoteProtocolError:

@@ -22,6 +22,7 @@ from agents.sources import tool_hold
 from agents.tools import mcp, openapi, pytools
 from agents.tools.arguments import validate as validate_arguments
 from agents.tools.deadline import ToolTimeout, deadline
+from agents.tools.allowed import python_path_allowed
 from agents.tools.envelopes import ToolContext, ToolError, error, ok
 from governance import stamp as governance_stamp
 
@@ -103,6 +104,10 @@ def _run(tool: dict, row: Tool, arguments: dict, ctx: ToolContext, timeout: floa
                         fingerprint=row.approved_sha256, timeout=timeout)
     if row.source == Tool.Source.OPENAPI:
         return openapi.call(row.tool_source, binding=row.binding, arguments=arguments, timeout=timeout)
+    if row.tool_source_id is not None and not python_path_allowed(row.handler):
+        # Before the import: importing runs the module's code (WARRANT_PYTHON_TOOL_MODULES may have narrowed).
+        raise ToolError("tool_unavailable", f"{row.name}: its module is outside the modules this deployment allows "
+                                            "(WARRANT_PYTHON_TOOL_MODULES)")
     try:
         handler = _handler(row.handler)
     except Exception:  # a missing or broken module is this tool's problem, not the run's

@@ -16,14 +16,15 @@ from dataclasses import dataclass
 import anyio
 import httpx2
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from agents.models import ToolSource, tool_fingerprint
-from agents.services import platform_secret, tool_host_allowed
-from agents.tools import mcp_pool
+from agents.services import platform_secret, secret_env_allowed, tool_host_allowed
+from agents.tools import mcp_pool, sandbox
+from agents.tools.allowed import command_allowed, tool_egress_rule
 from agents.tools.deadline import ToolTimeout
 from agents.tools.envelopes import ToolError
+from governance import egress
 
 MAX_TOOLS = 500
 
@@ -51,6 +52,9 @@ class SourceUnavailable(Exception):
 def credential_headers(source: ToolSource) -> dict[str, str]:
     if not source.auth_header:
         return {}
+    if platform_secret(source.auth_env) or not secret_env_allowed(source.auth_env):  # a row saved before the list narrowed, or before it existed
+        raise SourceUnavailable(f"the variable {source.auth_env} is not among those this deployment lets tool sources "
+                                "send (WARRANT_SECRET_ENV_ALLOWED)")
     value = os.environ.get(source.auth_env, "")
     if not value:
         # Fail closed: a call without its credential would be a different, unauthenticated call.
@@ -58,21 +62,28 @@ def credential_headers(source: ToolSource) -> dict[str, str]:
     return {source.auth_header: value}
 
 
-def _transport(source: ToolSource, errlog, timeout: float):
-    if source.kind == ToolSource.Kind.MCP_STDIO:
-        program, *args = source.command
-        # Never the platform's own secrets, even from a row written before that rule existed.
-        env = {name: os.environ[name] for name in source.env_passthrough if name in os.environ and not platform_secret(name)}
-        return stdio_client(StdioServerParameters(command=program, args=args, env=env), errlog=errlog)
-    if not tool_host_allowed(source.url):  # checked at every session: the allowed hosts may have narrowed
+def allowed_now(source: ToolSource) -> None:
+    """Refuse a source the deployment's rules no longer allow, before any session (kept ones included):
+    the lists may have narrowed since it was saved or its session opened."""
+    if source.kind == ToolSource.Kind.MCP_STDIO and not (source.command and command_allowed(source.command[0])):
+        raise SourceUnavailable(f"the program {(source.command or ['(none)'])[0]!r} is not among the programs this "
+                                "deployment allows (WARRANT_MCP_STDIO_COMMANDS)")
+    if source.kind == ToolSource.Kind.MCP_HTTP and not tool_host_allowed(source.url):
         raise SourceUnavailable("the source's host is not among the hosts this deployment allows (WARRANT_TOOL_ALLOWED_HOSTS)")
+
+
+def _transport(source: ToolSource, errlog, timeout: float):
+    allowed_now(source)
+    if source.kind == ToolSource.Kind.MCP_STDIO:
+        return sandbox.stdio_transport(source, errlog)
     return _http_transport(source.url, credential_headers(source), timeout)
 
 
 @asynccontextmanager
 async def _http_transport(url: str, headers: dict, timeout: float):
-    # The SDK leaves a client it was given open; this one is ours to close with the session.
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(timeout)) as client:
+    # The SDK leaves a client it was given open; this one is ours to close with the session. Every
+    # connection it opens is checked where it goes (governance/egress.py), redirects included.
+    async with egress.async_client(**tool_egress_rule(), headers=headers, timeout=httpx2.Timeout(timeout)) as client:
         async with streamable_http_client(url, http_client=client) as streams:
             yield streams
 
@@ -149,9 +160,7 @@ def call(source: ToolSource, *, remote_name: str, arguments: dict, fingerprint: 
         result = await client.call_tool(remote_name, arguments)
         return _data(result)
 
-    if source.kind == ToolSource.Kind.MCP_HTTP and not tool_host_allowed(source.url):
-        # Before any session, kept ones included: the allowed hosts may have narrowed since it opened.
-        raise SourceUnavailable("the source's host is not among the hosts this deployment allows (WARRANT_TOOL_ALLOWED_HOSTS)")
+    allowed_now(source)
     if mcp_pool.idle_seconds() <= 0:
         return _run(source, timeout, work)
     return _pooled(source, timeout, work, sent)

@@ -17,9 +17,11 @@ import yaml
 
 from agents.models import ToolSource
 from agents.services import tool_host_allowed
+from agents.tools.allowed import tool_egress_rule
 from agents.tools.deadline import ToolTimeout
 from agents.tools.envelopes import ToolError
 from agents.tools.mcp import SourceUnavailable, credential_headers
+from governance import egress
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 READ_ONLY = {"get", "head", "options"}
@@ -56,9 +58,12 @@ def load_document(source: ToolSource) -> dict:
             raise DocumentError(f"cannot read {source.path}: {exc.strerror}") from None
     elif source.url:
         try:
-            response = httpx.get(source.url, headers=credential_headers(source),
-                                 timeout=httpx.Timeout(source.timeout_seconds), follow_redirects=False)
+            with egress.client(**tool_egress_rule(), timeout=httpx.Timeout(source.timeout_seconds),
+                               follow_redirects=False) as client:
+                response = client.get(source.url, headers=credential_headers(source))
             response.raise_for_status()
+        except egress.EgressRefused as exc:
+            raise DocumentError(f"cannot fetch {source.url}: {exc}") from None
         except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:  # a URL httpx cannot use is no document either
             raise DocumentError(f"cannot fetch {source.url}: {exc}") from None
         document = _decode(response.content[: MAX_DOCUMENT_BYTES + 1])
@@ -222,7 +227,7 @@ def call(source: ToolSource, *, binding: dict, arguments: dict, timeout: float):
     # server trickling bytes cannot hold the call open past the tool's timeout either.
     stop = time.monotonic() + timeout
     try:
-        with httpx.Client(timeout=httpx.Timeout(timeout), follow_redirects=False) as client:
+        with egress.client(**tool_egress_rule(), timeout=httpx.Timeout(timeout), follow_redirects=False) as client:
             with client.stream(binding["method"], url, params=query, headers=headers, content=content) as response:
                 raw = bytearray()
                 for chunk in response.iter_bytes():
@@ -231,6 +236,8 @@ def call(source: ToolSource, *, binding: dict, arguments: dict, timeout: float):
                         raise ToolTimeout()
                     if len(raw) > MAX_RESPONSE_BYTES:
                         raise ToolError("result_too_large", f"the response is larger than {MAX_RESPONSE_BYTES} bytes")
+    except egress.EgressRefused as exc:
+        raise ToolError("tool_unavailable", f"the service may not be reached: {exc}") from None
     except httpx.TimeoutException:
         raise ToolTimeout() from None
     except httpx.HTTPError as exc:

@@ -18,7 +18,7 @@ EMAIL = {"to": "dana.whitfield@example.com", "subject": "Renewal", "body": "Hell
 
 @pytest.fixture
 def replay_agent(demo):
-    profile = ModelProfile.objects.create(name="replay", backend="tests.runs.backends.ReplayBackend", model="replay-1")
+    profile = ModelProfile.objects.create(name="replay", backend="replay", model="replay-1")
     agent = Agent.objects.create(slug="replayer", name="Replayer", instructions="Follow the script.",
                                  model_profile=profile)
     agent.tools.set(Tool.objects.all())

@@ -21,7 +21,7 @@ def _seqs(run: Run) -> list[int]:
 
 @pytest.fixture
 def replay_agent(demo):
-    profile = ModelProfile.objects.create(name="replay", backend="tests.runs.backends.ReplayBackend", model="replay-1")
+    profile = ModelProfile.objects.create(name="replay", backend="replay", model="replay-1")
     agent = Agent.objects.create(slug="replayer", name="Replayer", instructions="Follow the script.",
                                  model_profile=profile)
     tool = Tool.objects.create(name="cancelling_lookup", description="Looks something up.",

@@ -18,7 +18,7 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.fixture
 def replay_agent(demo):
     """An agent whose model follows the script given as the run's input (tests/runs/backends.py)."""
-    profile = ModelProfile.objects.create(name="replay", backend="tests.runs.backends.ReplayBackend", model="replay-1")
+    profile = ModelProfile.objects.create(name="replay", backend="replay", model="replay-1")
     agent = Agent.objects.create(slug="replayer", name="Replayer", instructions="Follow the script.",
                                  model_profile=profile)
     agent.tools.set(Tool.objects.all())

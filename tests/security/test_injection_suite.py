@@ -33,7 +33,7 @@ def payloads():
 
 @pytest.fixture
 def obeyer(demo):
-    profile = ModelProfile.objects.create(name="obeying", backend="tests.security.obeying.ObeyingBackend",
+    profile = ModelProfile.objects.create(name="obeying", backend="obeying",
                                           model="obey-1")
     agent = Agent.objects.create(slug="obeyer", name="Obeyer", instructions="Help the account team.",
                                  model_profile=profile)

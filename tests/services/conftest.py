@@ -122,7 +122,7 @@ def fault_agent(demo):
                                    input_schema={"type": "object"})
         ToolGrant.objects.create(role=operators, tool=tool)
         tools.append(tool)
-    profile = ModelProfile.objects.create(name="replay", backend="tests.runs.backends.ReplayBackend", model="replay-1")
+    profile = ModelProfile.objects.create(name="replay", backend="replay", model="replay-1")
     agent = Agent.objects.create(slug="faulty", name="Faulty", instructions="Follow the script.", model_profile=profile)
     agent.tools.set([*Tool.objects.filter(name__in=["send_email", "list_accounts"]), *tools])
     agent_publish(agent=agent)

@@ -41,6 +41,18 @@ net.Server.prototype.listen = function (...args) {
 """
 
 
+def tool_allow_lists() -> dict:
+    """What these tests start, import and read, listed as a deployment would (an empty list allows nothing)."""
+    return {"MCP_STDIO_COMMANDS": [sys.executable, "node", "mcp-server-time", "/nonexistent/mcp-server"],
+            "PYTHON_TOOL_MODULES": ["tests.tools"],
+            "MCP_STDIO_PATHS": [str(NPM_DIR)]}
+
+
+@pytest.fixture(autouse=True)
+def _tool_allow_lists(settings):
+    settings.WARRANT = settings.WARRANT | tool_allow_lists()
+
+
 @pytest.fixture(autouse=True)
 def _no_mcp_session_outlives_its_test():
     """Kept MCP sessions belong to the test that opened them (their servers are child processes)."""
@@ -114,7 +126,7 @@ def child_processes() -> list[int]:
 @pytest.fixture
 def replay_agent(demo):
     """An agent whose 'model' follows a script given as the run's input (tests/runs/backends.py)."""
-    profile = ModelProfile.objects.create(name="replay", backend="tests.runs.backends.ReplayBackend", model="replay-1")
+    profile = ModelProfile.objects.create(name="replay", backend="replay", model="replay-1")
     agent = Agent.objects.create(slug="replayer", name="Replayer", instructions="Follow the script.",
                                  model_profile=profile)
 

@@ -8,7 +8,6 @@ import time
 
 import pytest
 from django.contrib.auth.models import Group
-from django.test import override_settings
 
 from agents import sources
 from agents.models import Tool
@@ -92,8 +91,8 @@ def test_a_changed_source_never_reuses_the_old_server(demo):
     assert new != old
 
 
-@override_settings(WARRANT={**__import__("django.conf").conf.settings.WARRANT, "MCP_SESSION_IDLE_SECONDS": 0})
-def test_with_the_pool_off_every_call_has_its_own_session(demo):
+def test_with_the_pool_off_every_call_has_its_own_session(demo, settings):
+    settings.WARRANT = settings.WARRANT | {"MCP_SESSION_IDLE_SECONDS": 0}
     _, tool = _clock()
     current = mcp_pool.existing_pool()
     opened = current.stats()["opened"] if current else 0

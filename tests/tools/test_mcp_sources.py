@@ -1,7 +1,6 @@
 """MCP servers as tool sources, against real servers from PyPI (mcp-server-time) and npm
 (@modelcontextprotocol/server-everything), started by the tests over stdio and loopback HTTP."""
 
-import stat
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -124,15 +123,20 @@ def test_an_mcp_tool_under_an_approval_policy_parks_and_runs_once_approved(repla
 
 
 @pytest.fixture
-def changing_time_server(tmp_path):
+def changing_time_server(tmp_path, settings):
     """mcp-server-time behind a launcher that reads its local timezone from a file: rewriting the
     file is the server's operator reconfiguring it, which changes the tools' descriptions."""
+    launcher = tmp_path / "time-server.sh"
+    # Listed as a deployment would: the program, and (under bubblewrap) the directory it reads.
+    settings.WARRANT = settings.WARRANT | {
+        "MCP_STDIO_COMMANDS": [*settings.WARRANT["MCP_STDIO_COMMANDS"], str(launcher)],
+        "MCP_STDIO_PATHS": [*settings.WARRANT["MCP_STDIO_PATHS"], str(tmp_path)]}
+    tmp_path.chmod(0o755)  # the server runs as an unprivileged user (as root, nobody): it must read its launcher
     setting = tmp_path / "timezone"
     setting.write_text("Europe/London")
-    launcher = tmp_path / "time-server.sh"
     command = " ".join(time_server_command())
     launcher.write_text(f'#!/bin/sh\nexec {command} --local-timezone "$(cat {setting})"\n')
-    launcher.chmod(launcher.stat().st_mode | stat.S_IEXEC)
+    launcher.chmod(0o755)
     source = sources.tool_source_create(values={"name": "clock", "kind": "mcp_stdio", "command": [str(launcher)]})
     return source, setting
 
