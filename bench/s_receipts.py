@@ -2,9 +2,11 @@
 with hashlib alone (the floor).
 
 The chain is made of one real receipt's body (sealed by a real run) repeated with each row's own
-run id, chained, marked and stored through the ORM like receipt_seal does; verification is Warrant's
-own receipt_verify_chain (sequence, prev_hash, hash, canonical form, run id). The floor hashes
-prev_hash + body of every receipt, already in memory.
+run id (an empty trace, no approvals, the row's own input and output digests), chained, signed and
+stored through the ORM like receipt_seal does; verification is Warrant's own receipt_verify_chain
+(signatures, links, hashes, canonical v2 bodies, and each run's row, trace and approvals against
+its receipt, the checkpoints and the completeness check). The floor hashes prev_hash + body of
+every receipt, already in memory.
 """
 
 import hashlib
@@ -24,13 +26,17 @@ def _build_chain(n: int) -> None:
     from agents.models import Agent
     from bench.script import PROMPT
     from runs.models import Receipt, Run
-    from runs.receipts import canonical, chain_hash, receipt_seal_mark
+    from runs import signing
+    from runs.receipts import canonical, chain_hash, sha256
     from runs.services import run_start
+    from warrant_verify.messages import GENESIS, receipt_message
 
     operator = get_user_model().objects.get(username="operator")
     real = run_start(agent_slug=djangoenv.AGENT, input_text=PROMPT, caller=operator)[0]
     sealed = Receipt.objects.get(run_id=real.id)
-    template = json.loads(sealed.body)
+    template = json.loads(sealed.body) | {"trace": {"events": 0, "head": GENESIS}, "approvals": [],
+                                           "input_sha256": sha256(PROMPT), "output_sha256": sha256("")}
+    key_id = signing.signing_key()[0]
     agent = Agent.objects.get(slug=djangoenv.AGENT)
     prev_hash, seq = sealed.hash, sealed.seq
     batch = 5_000
@@ -42,8 +48,10 @@ def _build_chain(n: int) -> None:
             body = canonical(template | {"run_id": str(run.id)})
             seq += 1
             hash_ = chain_hash(prev_hash, body)
-            receipt = Receipt(run=run, seq=seq, prev_hash=prev_hash, hash=hash_, body=body,
-                              seal=receipt_seal_mark(hash_=hash_, run_id=run.id, body=body))
+            signature = signing.sign(receipt_message(seq=seq, prev_hash=prev_hash, hash=hash_, key_id=key_id,
+                                                     run_id=str(run.id)))
+            receipt = Receipt(run=run, seq=seq, prev_hash=prev_hash, hash=hash_, body=body, key_id=key_id,
+                              signature=signature)
             prev_hash = receipt.hash
             runs.append(run)
             receipts.append(receipt)
