@@ -506,19 +506,22 @@ def _run_tools(result: StepResult, snapshot: dict, deps: Deps, *, run_id: str, d
             approval_id = decision["id"]
         started = deps.now()
         envelope = deps.execute(call, side_effect=snapshot["tools"][call["name"]]["side_effect"], approval_id=approval_id)
-        _record(state, events, call, envelope, duration_ms=int((deps.now() - started) * 1000), approval_id=approval_id)
+        _record(state, events, call, envelope, duration_ms=int((deps.now() - started) * 1000), approval_id=approval_id,
+                trusted=bool(snapshot["tools"][call["name"]].get("trusted", False)))
         if (taint := _read_untrusted(state, call, snapshot["tools"][call["name"]], envelope)) is not None:
             events.append(("tainted", taint))
 
 
-def _record(state, events, call, envelope, *, duration_ms, approval_id, count=True) -> None:
+def _record(state, events, call, envelope, *, duration_ms, approval_id, count=True, trusted=None) -> None:
     state["pending"].pop(0)
     if count:
         state["tool_calls"] += 1
     entry = {"name": call["name"], "ok": envelope["ok"], "code": envelope.get("code", ""),
              "duration_ms": duration_ms, "approval_id": approval_id}
     state["tool_log"].append(entry)
-    events.append(("tool_call", entry | {"call_id": call["id"], "arguments": call["arguments"], "result": envelope}))
+    extra = {} if trusted is None else {"source_trusted": trusted}  # the mark it was read under, in the signed trace
+    events.append(("tool_call", entry | {"call_id": call["id"], "arguments": call["arguments"], "result": envelope}
+                   | extra))
     state["messages"].append({"role": "tool", "tool_call_id": call["id"], "name": call["name"],
                               "content": canonical(envelope)})
 
