@@ -85,3 +85,17 @@ class StaffedApproverRoleForm(forms.ModelForm):
         if "approver_role" in self.changed_data and (problem := unstaffed_problem(role)):
             raise forms.ValidationError(problem)
         return role
+
+
+def account_set_up_by(*, user, by_user_id: int) -> bool:
+    """Whether `by_user_id` created `user`'s account, or changed its roles, in the workbench
+    (Django's admin log). A superuser who makes an account, or puts one in the approver role,
+    would otherwise approve their own runs through it."""
+    from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
+    from django.contrib.auth import get_user_model
+    from django.contrib.contenttypes.models import ContentType
+
+    entries = LogEntry.objects.filter(
+        user_id=by_user_id, content_type=ContentType.objects.get_for_model(get_user_model()), object_id=str(user.pk),
+        action_flag__in=(ADDITION, CHANGE)).values_list("action_flag", "change_message")
+    return any(flag == ADDITION or "groups" in message.lower() for flag, message in entries)

@@ -28,6 +28,7 @@ from agents.tools.envelopes import ToolContext
 from governance.api_errors import Conflict, DomainError, Forbidden, NotFound, Unprocessable
 from governance import redaction
 from governance.access import access_of
+from governance.roles import account_set_up_by
 from governance.rows import from_row, insert_row
 from governance.selectors import granted_tool_names
 from runs import harness
@@ -472,6 +473,8 @@ def check_approval_decide(*, approval: ApprovalRequest, user) -> None:
         raise Forbidden(f"only members of {approval.approver_role.name!r} may decide this request")
     if approval.run.caller_id == user.pk:
         raise Forbidden("no one approves their own run")
+    if account_set_up_by(user=user, by_user_id=approval.run.caller_id):
+        raise Forbidden("the run's caller created your account or changed your roles: someone else must decide")
     if approval.status != ApprovalRequest.Status.PENDING:
         raise Conflict(f"this request was already decided: {approval.status}", details={"status": approval.status})
 

@@ -184,3 +184,29 @@ def test_the_admin_revokes_a_token_it_cannot_read(demo):
     token.refresh_from_db()
     assert token.revoked_at is not None and token.revoked_by == "admin"
     assert _token_client(key).get("/api/v1/approvals/").status_code == 401
+
+
+def test_an_account_the_caller_made_or_put_in_the_role_cannot_approve_their_run(demo):
+    admin = User.objects.get(username="admin")
+    admin.groups.add(Group.objects.get(name="operators"))
+    web = _superuser_web()
+    made = web.post("/admin/auth/user/add/", {"username": "puppet", "password1": "puppet-pass-123",
+                                              "password2": "puppet-pass-123", "usable_password": "true"})
+    assert made.status_code == 302, made.content[:500]
+    puppet = User.objects.get(username="puppet")
+    secops = Group.objects.get(name="secops")
+    changed = web.post(f"/admin/auth/user/{puppet.pk}/change/", {
+        "username": "puppet", "is_active": "on", "is_staff": "on", "groups": [secops.pk],
+        "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00", "initial-date_joined_0": "2026-01-01",
+        "initial-date_joined_1": "00:00:00"})
+    assert changed.status_code == 302, changed.content[:2000]
+    assert puppet.groups.filter(name="secops").exists()
+    approval = _parked_run_of("admin")
+    as_puppet = APIClient()
+    as_puppet.force_login(puppet)
+    answer = as_puppet.post(f"/api/v1/approvals/{approval.id}/approve/", {"reason": "mine"}, format="json")
+    assert answer.status_code == 403 and "created your account" in answer.json()["error"]["message"]
+    # The approver, whose account the caller never touched, still may.
+    approver = APIClient()
+    approver.force_login(User.objects.get(username="approver"))
+    assert approver.post(f"/api/v1/approvals/{approval.id}/approve/", {"reason": "ok"}, format="json").status_code == 200
