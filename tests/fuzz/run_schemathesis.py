@@ -166,7 +166,8 @@ BUSINESS_RULES = {
     "agent": r"^(unknown agent |no agent named |agent .* has no published version$)",
     "agents": r"^unknown agents: ",
     "role": r"^(no role named |Object with name=.* does not exist\.$)",
-    "approver_role": r"^(no role named |Object with name=.* does not exist\.$)",
+    # governance.roles: an approver role needs an active member (a role the fuzz itself just made has none).
+    "approver_role": r"^(no role named |Object with name=.* does not exist\.$|the role .* has no active members)",
     "tool": r"^Object with name=.* does not exist\.$",
     "tools": r"^Unknown tool: ",
     "model_profile": r"^Unknown model profile: ",
