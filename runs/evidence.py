@@ -122,9 +122,11 @@ def evidence_bundle_plan(*, created_after: datetime | None = None,
 
 
 def _jsonl(rows) -> Iterator[bytes]:
+    """JSON lines in chunks; a row is a dict, or a line its reader encoded already."""
     lines = []
     for row in rows:
-        lines.append(json.dumps(row, ensure_ascii=False, sort_keys=True, separators=(",", ":")))
+        lines.append(row if isinstance(row, str) else
+                     json.dumps(row, ensure_ascii=False, sort_keys=True, separators=(",", ":")))
         if len(lines) == LINES_PER_CHUNK:
             yield ("\n".join(lines) + "\n").encode("utf-8")
             lines = []

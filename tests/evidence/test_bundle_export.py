@@ -183,9 +183,13 @@ def test_rows_edited_after_sealing_go_out_as_edited_and_the_verifier_names_them(
     approved = Receipt.objects.get(seq=3)
     _raw("UPDATE runs_run SET output = %s WHERE id = %s", ["nothing was deleted", approved.run_id.hex])
     _raw("UPDATE runs_approvalrequest SET reason = %s WHERE run_id = %s", ["policy allows it", approved.run_id.hex])
+    blocked = Receipt.objects.get(seq=2)
+    _raw("UPDATE runs_runevent SET data = %s WHERE run_id = %s AND seq = 1", ['{"input": "hello"}',
+                                                                              blocked.run_id.hex])
     result = verify(export(tmp_path / "bundle"))
     assert result.returncode == 1
     assert named(result, "runs.jsonl") and named(result, "approvals.jsonl"), result.stdout
+    assert f"events.jsonl: run {blocked.run_id} event 1: " in result.stdout, result.stdout
 
 
 @pytest.mark.django_db(transaction=True)
