@@ -67,6 +67,7 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
     sources = [("checkpoints.jsonl", files.get("checkpoints.jsonl"))]
     if witness is not None:
         sources.append((witness_name, witness))
+    memo: dict = {}
     for name, data in sources:
         if data is None:
             continue
@@ -75,7 +76,7 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
         report.failures.extend(verify_checkpoints(
             [row for _, row in rows], keys=keys, hash_at=hash_at, first_seq=span.first_seq,
             last_seq=span.last_seq, head_seq=span.head_seq, complete=complete, file=name, made_at=made_at,
-            labels=[f"line {number}" for number, _ in rows]))
+            labels=[f"line {number}" for number, _ in rows], workers=workers, memo=memo))
         report.notes.append(f"{len(rows)} checkpoints in {name}")
     report.notes.insert(0, f"{span.count} receipts (seq {span.first_seq}-{span.last_seq}), {len(bodies)} runs")
     statuses = _statuses(files)

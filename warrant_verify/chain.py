@@ -247,56 +247,93 @@ def _trace_head(ordered: list) -> str | None:
     return head
 
 
+def _signature_chunk(start: int, items: list, raw_keys: dict[str, bytes]) -> list[str]:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    keys = {kid: Ed25519PublicKey.from_public_bytes(raw) for kid, raw in raw_keys.items()}
+    return [verify_signature(keys, kid, message, signature) for kid, message, signature in items]
+
+
+def _signature_reasons(items: list, keys: dict, *, workers: int, memo: dict) -> list[str]:
+    """verify_signature for (key_id, message, signature) items, each distinct one checked once."""
+    todo = list(dict.fromkeys(item for item in items if item not in memo))
+    if workers > 1 and len(todo) >= PARALLEL_THRESHOLD:
+        raw_keys = {kid: raw_public_bytes(key) for kid, key in keys.items()}
+        reasons = _spread(_signature_chunk, todo, raw_keys, workers=workers, chunk=_CHUNK)
+    else:
+        reasons = [verify_signature(keys, kid, message, signature) for kid, message, signature in todo]
+    memo.update(zip(todo, reasons))
+    return [memo[item] for item in items]
+
+
 def verify_checkpoints(checkpoints, *, keys: dict, hash_at, first_seq: int, last_seq: int, head_seq: int,
                        complete: bool, file: str = "checkpoints.jsonl", made_at: str | None = None,
-                       labels=None) -> list[Failure]:
+                       labels=None, workers: int = 1, memo: dict | None = None) -> list[Failure]:
     """Signed chain heads against the receipts' stored hashes.
 
     hash_at maps seq -> stored receipt hash. With `complete` (the bundle claims to reach the chain's
     head) a checkpoint past last_seq proves receipts were cut off, unless it is dated after the
     bundle was made (`made_at`): a witness read later may rightly know of newer receipts. Given
     `made_at`, a checkpoint past head_seq dated before it proves the same for a bounded bundle.
-    Neither given: signatures and hashes only.
+    Neither given: signatures and hashes only. `memo`, shared between calls, checks a checkpoint
+    found in two places (the database's copy and the witness) once.
     """
     failures: list[Failure] = []
+    readable = []
     for index, checkpoint in enumerate(checkpoints):
         where = labels[index] if labels else f"line {index + 1}"
         if not isinstance(checkpoint, dict):
-            failures.append(Failure(file, where, "not a JSON object"))
+            readable.append((index, where, None, "not a JSON object"))
             continue
         seq, head = checkpoint.get("seq"), checkpoint.get("head")
         if is_int(seq):
             where = f"checkpoint {seq}"
         if checkpoint.get("v") != 1 or checkpoint.get("kind") != "warrant.checkpoint" or not is_int(seq) \
                 or not is_hex64(head):
-            failures.append(Failure(file, where, "not a v1 warrant.checkpoint with an integer seq and a hex head"))
+            readable.append((index, where, None, "not a v1 warrant.checkpoint with an integer seq and a hex head"))
             continue
         try:
             message = checkpoint_message(checkpoint)
         except (jcs.CanonicalizationError, UnicodeEncodeError) as exc:
-            failures.append(Failure(file, where, f"cannot be canonicalized ({exc})"))
+            readable.append((index, where, None, f"cannot be canonicalized ({exc})"))
             continue
-        reason = verify_signature(keys, checkpoint.get("key_id"), message, checkpoint.get("signature"))
+        key, signature = checkpoint.get("key_id"), checkpoint.get("signature")
+        readable.append((index, where, checkpoint, (key if isinstance(key, str) else repr(key), message,
+                                                    signature if isinstance(signature, str) else repr(signature))))
+    signed = [item for _, _, checkpoint, item in readable if checkpoint is not None]
+    reasons = iter(_signature_reasons(signed, keys, workers=workers, memo={} if memo is None else memo))
+    for _, where, checkpoint, item in readable:
+        if checkpoint is None:
+            failures.append(Failure(file, where, item))
+            continue
+        reason = next(reasons)
         if reason:
             failures.append(Failure(file, where, reason))
-        stored = hash_at.get(seq)
-        if first_seq <= seq <= last_seq or stored is not None:
-            if stored is None:
-                failures.append(Failure(file, where, f"no receipt seq {seq} in the bundle to match this checkpoint"))
-            elif stored != head:
-                failures.append(Failure(file, where, f"signed head for seq {seq} differs from receipt {seq}'s hash: "
-                                        "the chain was rewritten after this checkpoint"))
-        elif seq > (last_seq if complete else head_seq) and (complete or made_at is not None):
-            # Signed before the bundle was made yet past the head the bundle saw: receipts were cut
-            # off (a bounded period does not excuse it: head_seq is the chain's head at made_at).
-            at, made = parse_time(checkpoint.get("at")), parse_time(made_at)
-            if not (at and made and at > made):
-                failures.append(Failure(file, where, f"checkpoint at seq {seq} is past the bundle's last receipt "
-                                        f"(seq {last_seq}, head {head_seq}): the chain's tail was cut off"
-                                        if complete else
-                                        f"checkpoint at seq {seq}, signed before the bundle was made, is past the "
-                                        f"chain's head the bundle recorded (seq {head_seq}): the tail was cut off"))
+        failures.extend(_against_chain(checkpoint, where, hash_at=hash_at, first_seq=first_seq, last_seq=last_seq,
+                                       head_seq=head_seq, complete=complete, file=file, made_at=made_at))
     return failures
+
+
+def _against_chain(checkpoint: dict, where: str, *, hash_at, first_seq, last_seq, head_seq, complete, file,
+                   made_at) -> list[Failure]:
+    seq, head = checkpoint["seq"], checkpoint["head"]
+    stored = hash_at.get(seq)
+    if first_seq <= seq <= last_seq or stored is not None:
+        if stored is None:
+            return [Failure(file, where, f"no receipt seq {seq} in the bundle to match this checkpoint")]
+        if stored != head:
+            return [Failure(file, where, f"signed head for seq {seq} differs from receipt {seq}'s hash: "
+                            "the chain was rewritten after this checkpoint")]
+    elif seq > (last_seq if complete else head_seq) and (complete or made_at is not None):
+        # Signed before the bundle was made yet past the head the bundle saw: receipts were cut
+        # off (a bounded period does not excuse it: head_seq is the chain's head at made_at).
+        at, made = parse_time(checkpoint.get("at")), parse_time(made_at)
+        if not (at and made and at > made):
+            return [Failure(file, where, f"checkpoint at seq {seq} is past the bundle's last receipt "
+                            f"(seq {last_seq}, head {head_seq}): the chain's tail was cut off" if complete else
+                            f"checkpoint at seq {seq}, signed before the bundle was made, is past the "
+                            f"chain's head the bundle recorded (seq {head_seq}): the tail was cut off")]
+    return []
 
 
 def parse_time(text) -> datetime | None:
