@@ -475,3 +475,11 @@ def test_two_workers_check_traces_as_one_does(tmp_path, capsys, monkeypatch):
     code_two, shared = verify(capsys, bundle, "--workers", 2)
     assert code == code_two == 1 and len(serial) == 8  # 2 runs x (seq, link, count, head)
     assert sorted(shared) == sorted(serial)
+
+
+def test_a_bad_checkpoint_in_both_places_is_named_in_both(tmp_path, capsys, ledger):
+    ledger.checkpoints[1]["signature"] = ledger.checkpoints[0]["signature"]  # the witness holds the same dict
+    bundle = write_bundle(ledger, tmp_path / "bundle")
+    code, out = verify(capsys, bundle, "--witness", write_witness(ledger, tmp_path / "witness.jsonl"))
+    reason = f"signature does not verify with key {chain_key(ledger.key)}"
+    assert code == 1 and out == [f"checkpoints.jsonl: checkpoint 2: {reason}", f"witness.jsonl: checkpoint 2: {reason}"]
