@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run test test-services fuzz install install-test browser-deps demo token clean bench bench-install bench-smoke
+.PHONY: run test test-services fuzz install install-test browser-deps sandbox-deps demo token clean bench bench-install bench-smoke
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ CHROMIUM ?= /usr/bin/chromium
 browser-deps:
 	@test -x $(CHROMIUM) || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
 
+# Stdio tool servers run inside Debian's bubblewrap when it works on this host (agents/tools/sandbox.py);
+# installed when missing and apt is there to install it (needs root); without it, see README.
+sandbox-deps:
+	@command -v bwrap >/dev/null || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || \
+		(apt-get update -qq && apt-get install -y -qq bubblewrap) || echo "bubblewrap not installed: stdio tool servers run without it"
+
 demo: install
 	DJANGO_DEBUG=1 $(PY) manage.py migrate --noinput
 	DJANGO_DEBUG=1 $(PY) manage.py load_demo
@@ -34,8 +40,10 @@ demo: install
 # The venv's programs come first on PATH, so an mcp_stdio source can start `mcp-server-time`.
 # No receipt signing key set: receipts are signed with a demo key made once in var/receipt-signing-key.pem
 # (the log says so). Production sets WARRANT_RECEIPT_SIGNING_KEY_FILE (manage.py receipt_keys generate).
-run: demo
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" DJANGO_DEBUG=1 $(PY) manage.py runserver 127.0.0.1:$(PORT)
+# The demo's one stdio program is allowed (an empty WARRANT_MCP_STDIO_COMMANDS allows none).
+run: demo sandbox-deps
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" WARRANT_MCP_STDIO_COMMANDS="$${WARRANT_MCP_STDIO_COMMANDS-mcp-server-time}" \
+		DJANGO_DEBUG=1 $(PY) manage.py runserver 127.0.0.1:$(PORT)
 
 # Issues a NEW API token for USER and prints its key (only the digest is kept), e.g.
 # `make -s token USER=operator`. A missing or unknown USER fails with the reason on stderr. USER
@@ -49,7 +57,7 @@ token: install
 PG_URL ?= postgres://postgres@127.0.0.1:5432/warrant
 TEST_REDIS_PORT ?= 6399
 
-test: install-test browser-deps
+test: install-test browser-deps sandbox-deps
 	$(PY) -m ruff check .
 	DJANGO_DEBUG=1 $(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(PY) -m pytest

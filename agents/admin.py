@@ -13,6 +13,7 @@ from agents.models import (
     Agent, AgentVersion, CrmAccount, CrmTicket, ModelProfile, ModelProfileHealth, SentEmail, Tool, ToolSource,
     TrustChange,
 )
+from agents.backends import registered_names
 from agents.services import agent_publish, model_profile_check, tool_update
 from governance.api_errors import DomainError
 from governance.roles import StaffedApproverRoleForm
@@ -168,6 +169,9 @@ class ModelProfileForm(forms.ModelForm):
     # Not a URLField: Django's URL validator refuses bare host names (http://ollama:11434), the usual
     # form in a private network; model_profile_check applies Warrant's own rule.
     base_url = forms.CharField(required=False, max_length=200, help_text="The server's root, without /v1.")
+    # A choice among the registered names, read when the form is built: never a dotted path to import.
+    backend = forms.ChoiceField(choices=lambda: [(name, name) for name in registered_names()],
+                                help_text="A registered backend (the deployment adds its own by name).")
 
     class Meta:
         model = ModelProfile

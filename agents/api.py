@@ -286,14 +286,18 @@ class _ModelProfileFields(StrictSerializer):
 
     hints = {"api_key": _SECRET_HINT, "key": _SECRET_HINT, "secret": _SECRET_HINT}
 
-    backend = serializers.CharField(max_length=255, help_text="'scripted' or the dotted path of a backend class.")
+    backend = serializers.CharField(max_length=255, help_text=(
+        "The name of a registered backend: scripted, openai, anthropic, or one the deployment registers "
+        "(WARRANT_MODEL_BACKENDS, warrant.backends entry points). Never a dotted path: an unregistered name is "
+        "refused (400, saying why) and nothing is imported."))
     base_url = serializers.RegexField(services.HTTP_URL_PATTERN, max_length=200, allow_blank=True, required=False,
                                       help_text="http(s) URL of the model server; empty for none.")
     model = serializers.CharField(max_length=128)
     api_key_env = serializers.CharField(
         max_length=128, allow_blank=True, required=False, validators=[services.KeyEnvNameValidator()],
-        help_text="Name of the environment variable holding the key (e.g. OPENAI_API_KEY), never the key; not one "
-                  "of the platform's own (DJANGO_…, DATABASE…, WARRANT_…).",
+        help_text="Name of the environment variable holding the key (e.g. OPENAI_API_KEY), never the key: one the "
+                  "deployment allows (WARRANT_SECRET_ENV_ALLOWED), never one of the platform's own (DJANGO_…, "
+                  "DATABASE…, WARRANT_…, HOME, AWS_…).",
     )
     connect_timeout = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
     read_timeout = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")

@@ -83,3 +83,72 @@ def tokens_expire(app_configs, **kwargs):
         hint="Set WARRANT_TOKEN_TTL_DAYS to the days a key may live (the default is 90).",
         id="governance.W020",
     )]
+
+
+# Allow-lists that let a governance admin's data run code or reach anything (agents/tools/allowed.py,
+# governance/egress.py). Empty program, module and variable lists allow nothing; these are the
+# entries that allow too much.
+OPEN_PROGRAMS = ("sh", "bash", "dash", "zsh", "ksh", "fish", "busybox", "env", "python", "python3", "node", "deno",
+                 "bun", "npx", "uvx", "pipx", "perl", "ruby", "php", "lua", "docker", "podman", "sudo", "su", "nohup")
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def tool_allow_lists_are_narrow(app_configs, **kwargs):
+    import os
+    import re
+    import sys
+
+    warrant, found = settings.WARRANT, []
+    wide = [p for p in warrant.get("MCP_STDIO_COMMANDS") or ()
+            if re.sub(r"[0-9.]+$", "", os.path.basename(p)) in OPEN_PROGRAMS]
+    if wide:
+        found.append(checks.Warning(
+            f"WARRANT_MCP_STDIO_COMMANDS allows {', '.join(wide)}: a shell, interpreter or package runner runs "
+            "whatever its arguments say", id="governance.W030",
+            hint="List the MCP servers' own programs (mcp-server-time), not what can start any program."))
+    top = {"", *sys.stdlib_module_names, "django", "agents", "governance", "runs", "skills", "rest_framework"}
+    wide = [p for p in warrant.get("PYTHON_TOOL_MODULES") or () if p.strip(".") in top]
+    if wide:
+        found.append(checks.Warning(
+            f"WARRANT_PYTHON_TOOL_MODULES allows {', '.join(wide)}: the standard library or the platform itself",
+            id="governance.W031", hint="List the packages that hold your tool functions (mycompany.tools)."))
+    if any(entry.strip() in ("*", "") for entry in warrant.get("SECRET_ENV_ALLOWED") or ()):
+        found.append(checks.Warning(
+            "WARRANT_SECRET_ENV_ALLOWED allows every variable: profiles and tool sources may send any of the "
+            "environment's values to their servers", id="governance.W032",
+            hint="List the key variables meant for model and tool servers (OPENAI_API_KEY, VLLM_*)."))
+    if any(entry.strip().endswith("/0") for entry in warrant.get("EGRESS_PRIVATE_NETWORKS") or ()):
+        found.append(checks.Warning(
+            "WARRANT_EGRESS_PRIVATE_NETWORKS allows every address: admin-supplied URLs may reach loopback, private "
+            "and link-local services", id="governance.W033", hint="List only the networks your model or tool servers are in."))
+    return found
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def stdio_servers_are_confined(app_configs, **kwargs):
+    from agents.tools.sandbox import isolation
+
+    mode = isolation()["mode"]
+    if mode == "bubblewrap":
+        return []
+    return [checks.Warning(
+        f"Stdio tool servers run without bubblewrap here ({mode}): they see the network and the file system as "
+        "their user does", id="governance.W034",
+        hint="Install bubblewrap (make sandbox-deps; Debian's bubblewrap) where user namespaces work, or set "
+             "WARRANT_MCP_STDIO_SANDBOX=bwrap to refuse to start them without it.")]
+
+
+@checks.register(checks.Tags.database)
+def stored_sources_are_allowed(app_configs, databases=None, **kwargs):
+    """Rows saved before the rules (or a narrower list) that the rules now refuse at every call."""
+    if not databases:
+        return []
+    from agents.isolation_rows import refused_rows
+
+    try:
+        rows = refused_rows()
+    except Exception:  # noqa: BLE001 - no tables yet (before migrate): nothing stored to flag
+        return []
+    return [checks.Warning(f"{what} is refused at every call: {why}", id="governance.W035",
+                           hint="Edit it to a registered backend, an allowed program, module or variable, or delete it.")
+            for what, why in rows]

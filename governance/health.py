@@ -23,8 +23,20 @@ def readyz(request):
     return JsonResponse({"ready": ready, "checks": checks, "models": _models(checks["database"]["ok"]),
                          "unstaffed_approver_roles": _unstaffed(checks["database"]["ok"]),
                          "unsound_policies": _unsound_policies(checks["database"]["ok"]),
-                         "witness": _witness(checks["database"]["ok"])},
+                         "witness": _witness(checks["database"]["ok"]),
+                         "tool_isolation": _tool_isolation()},
                         status=200 if ready else 503)
+
+
+def _tool_isolation() -> dict:
+    """How stdio tool servers are confined in this process (agents/tools/sandbox.py). Informational:
+    a deployment that requires bubblewrap refuses to start them without it."""
+    from agents.tools.sandbox import isolation
+
+    try:
+        return isolation()
+    except Exception as exc:  # readiness reports the failure instead of raising it
+        return {"mode": "unknown", "error": type(exc).__name__}
 
 
 def _signing_key() -> dict:

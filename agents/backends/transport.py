@@ -29,6 +29,12 @@ def api_key(profile: dict) -> str:
     name = profile.get("api_key_env") or ""
     if not name:
         return ""
+    from agents.services import platform_secret, secret_env_allowed
+
+    if platform_secret(name) or not secret_env_allowed(name):
+        # A profile saved before the list narrowed (or existed): its value is not sent anywhere.
+        raise AttemptFailed("config", f"the key variable {name} is not among those this deployment lets profiles "
+                                      "send (WARRANT_SECRET_ENV_ALLOWED)")
     value = os.environ.get(name, "")
     if not value:
         raise AttemptFailed("config", f"the key variable is not set in this process's environment: {name}")
