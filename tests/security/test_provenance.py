@@ -194,3 +194,18 @@ def test_in_the_admin_a_staff_member_who_is_not_a_governance_admin_cannot_mark_t
         page = client.get(f"/admin/agents/tool/{tool.pk}/change/")
         assert page.status_code == 200
         assert ('name="trusted_output"' in page.content.decode()) is editable
+
+
+def test_a_mark_set_in_the_admin_is_recorded_with_who_set_it(demo):
+    tool = Tool.objects.get(name="list_open_tickets")
+    client = Client()
+    admin_user = User.objects.get(username="admin")
+    client.force_login(admin_user)
+    form = {"name": tool.name, "description": tool.description, "input_schema": json.dumps(tool.input_schema),
+            "enabled": "on", "handler": tool.handler, "timeout_seconds": tool.timeout_seconds,
+            "approver_role": "", "trusted_output": "on"}
+    response = client.post(f"/admin/agents/tool/{tool.pk}/change/", form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert Tool.objects.get(pk=tool.pk).trusted_output is True
+    change = TrustChange.objects.get(subject="tool", name=tool.name)
+    assert (change.changed_by, change.was_trusted, change.trusted) == (admin_user, False, True)
