@@ -65,7 +65,7 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _receipt_rows(*, from_seq: int, upto_seq: int | None):
+def _receipt_rows(*, from_seq: int, upto_seq: int | None, chunk_size: int = _CHUNK):
     rows = Receipt.objects.filter(seq__gte=from_seq).order_by("seq")
     if upto_seq is not None:
         rows = rows.filter(seq__lte=upto_seq)
@@ -74,7 +74,7 @@ def _receipt_rows(*, from_seq: int, upto_seq: int | None):
         record = dict(zip(_RECEIPT_COLUMNS, values))
         record["id"], record["run_id"] = str(record["id"]), str(record["run_id"])
         chunk.append(record)
-        if len(chunk) == _CHUNK:
+        if len(chunk) == chunk_size:
             yield chunk
             chunk = []
     if chunk:
@@ -92,13 +92,16 @@ def _chain_problems(failures, by_seq: dict) -> list[Problem]:
     return problems
 
 
-def _walk(*, keys, from_seq=1, start_prev=GENESIS, upto_seq=None, cross_check=None, want_hashes=()):
-    """The chain from `from_seq`, a chunk at a time: (checked, head seq, head hash, problems, hashes at want_hashes)."""
+def _walk(*, keys, from_seq=1, start_prev=GENESIS, upto_seq=None, cross_check=None, want_hashes=(), workers=1):
+    """The chain from `from_seq`, a chunk at a time: (checked, head seq, head hash, problems, hashes at want_hashes).
+
+    `workers` > 1 shares the signatures of large chunks out to processes (the command; never a web request)."""
     problems, hashes, checked = [], {}, 0
     expected_seq, expected_prev = from_seq, start_prev
-    for records in _receipt_rows(from_seq=from_seq, upto_seq=upto_seq):
+    size = _CHUNK if workers <= 1 else 10 * _CHUNK
+    for records in _receipt_rows(from_seq=from_seq, upto_seq=upto_seq, chunk_size=size):
         result = chain.verify_receipts(records, keys=keys, start_seq=expected_seq, start_prev=expected_prev,
-                                       file="runs_receipt")
+                                       file="runs_receipt", workers=workers)
         by_seq = {r["seq"]: r for r in records}
         problems += _chain_problems(result.failures, by_seq)
         hashes.update({seq: h for seq, h in result.hashes.items() if seq in want_hashes})
@@ -182,7 +185,7 @@ def _checkpoint_problems(documents: dict, *, keys, hash_at, head_seq, made_at) -
     return problems
 
 
-def verify(*, upto_seq: int | None = None, receipt: Receipt | None = None) -> Verification:
+def verify(*, upto_seq: int | None = None, receipt: Receipt | None = None, workers: int = 1) -> Verification:
     """Everything, or (given a receipt) the chain up to it, its own run, and what concerns the whole
     chain (the witness, runs without a receipt, the triggers)."""
     made_at = witness._iso(timezone.now())
@@ -191,7 +194,7 @@ def verify(*, upto_seq: int | None = None, receipt: Receipt | None = None) -> Ve
     wanted = {d.get("seq") for found in documents.values() for d in found}
     if receipt is not None:
         upto_seq = receipt.seq
-    checked, head_seq, _head, walked, hashes = _walk(keys=keys, upto_seq=upto_seq, want_hashes=wanted,
+    checked, head_seq, _head, walked, hashes = _walk(keys=keys, upto_seq=upto_seq, want_hashes=wanted, workers=workers,
                                                      cross_check=cross_check if receipt is None else None)
     problems = walked + problems
     if receipt is not None:
@@ -211,9 +214,9 @@ def verify(*, upto_seq: int | None = None, receipt: Receipt | None = None) -> Ve
     return _result(checked, problems, ok_reason=ok)
 
 
-def receipt_verify_chain(*, upto_seq: int | None = None) -> Verification:
+def receipt_verify_chain(*, upto_seq: int | None = None, workers: int = 1) -> Verification:
     """The whole verification (the command, the workbench's button); `upto_seq` stops the chain walk there."""
-    return verify(upto_seq=upto_seq)
+    return verify(upto_seq=upto_seq, workers=workers)
 
 
 def receipt_verify(*, receipt: Receipt) -> Verification:
