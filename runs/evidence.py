@@ -93,10 +93,13 @@ class EvidencePlan:
 
 def evidence_bundle_plan(*, created_after: datetime | None = None,
                          created_before: datetime | None = None) -> EvidencePlan:
-    """The receipts of the runs finished in [created_after, created_before), as one gap-free piece of the chain.
+    """The receipts sealed in [created_after, created_before), as one gap-free piece of the chain.
 
-    The head is read first and bounds everything after it, so receipts sealed while the bundle is
-    written stay out of it whole (not half in: their events but not their receipt)."""
+    A run is sealed in the transaction that ends it, so these are the runs that finished in the
+    period. The receipt's time is taken, not the run's finished_at: receipts are append-only
+    (triggers refuse an edit), runs are not, and a run moved out of the period by an edit must not
+    take its receipt out of the bundle. The head is read first and bounds
+    everything after it, so receipts sealed while the bundle is written stay out of it whole."""
     if created_after and created_before and created_after >= created_before:
         raise EvidencePeriodError("the period must start before it ends (created_after before created_before)")
     created_at = timezone.now()  # before the head is read: a checkpoint signed after this is not in the piece
@@ -104,9 +107,9 @@ def evidence_bundle_plan(*, created_after: datetime | None = None,
     sealed = Receipt.objects.filter(seq__lte=head_seq)
     first, last = 1, head_seq
     if created_after is not None:
-        first = sealed.filter(run__finished_at__gte=created_after).aggregate(seq=Min("seq"))["seq"] or head_seq + 1
+        first = sealed.filter(created_at__gte=created_after).aggregate(seq=Min("seq"))["seq"] or head_seq + 1
     if created_before is not None:
-        last = sealed.filter(run__finished_at__lt=created_before).aggregate(seq=Max("seq"))["seq"] or 0
+        last = sealed.filter(created_at__lt=created_before).aggregate(seq=Max("seq"))["seq"] or 0
     # Nothing finished in the period: an empty piece, placed where the period sits in the chain.
     first = min(first, last + 1)
     start_prev_hash = GENESIS

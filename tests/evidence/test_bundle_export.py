@@ -147,6 +147,11 @@ def test_a_period_exports_a_piece_of_the_chain_that_verifies_on_its_own(operator
     result = verify(bounded)
     assert result.returncode == 0, result.stdout + result.stderr
 
+    # A run's end moved out of the period (runs are not append-only) does not take its receipt along.
+    _raw("UPDATE runs_run SET finished_at = %s WHERE id = %s", ["2001-01-01 00:00:00", receipts[3].run_id.hex])
+    moved = export(tmp_path / "moved", "--from", begin.isoformat(), "--to", end.isoformat())
+    assert manifest_of(moved)["chain"]["first_seq"] == 3
+
     # Open-ended, over the API: from the period's start up to the head.
     zipped = tmp_path / "tail.zip"
     zipped.write_bytes(api_bundle(compliance, f"&created_after={begin.isoformat().replace('+00:00', 'Z')}"))
