@@ -221,14 +221,14 @@ def _write_directory(out_dir: Path, files) -> None:
                 handle.write(chunk)
 
 
-def _begin(*, created_after, created_before, requested_by, channel: str) -> EvidencePlan:
+def _begin(*, created_after, created_before, requested_by, channel: str, note: str = "") -> EvidencePlan:
     if not reads_everything(requested_by):
         raise EvidenceAccessDenied("an evidence bundle holds every receipt of its period; "
                                    "only compliance (or a superuser) may export one")
     plan = evidence_bundle_plan(created_after=created_after, created_before=created_before)
     # Recorded before a byte is written: an export that breaks off was still taken.
     receipt_access_record(user=requested_by, action=ReceiptAccess.Action.EXPORT, channel=channel, format="bundle",
-                          count=plan.receipts, query=plan.access_query())
+                          count=plan.receipts, query=plan.access_query() + (f"&{note}" if note else ""))
     return plan
 
 
@@ -243,8 +243,10 @@ def evidence_bundle_stream(*, created_after: datetime | None = None, created_bef
 
 def evidence_bundle_write(*, out_dir: Path | None = None, zip_target: BinaryIO | None = None,
                           created_after: datetime | None = None, created_before: datetime | None = None,
-                          requested_by, channel: str = "command") -> EvidencePlan:
-    """Write the bundle into a new or empty directory, or as a zip into a writable binary file."""
+                          requested_by, channel: str = "command", note: str = "") -> EvidencePlan:
+    """Write the bundle into a new or empty directory, or as a zip into a writable binary file.
+
+    `note` goes into the access log's query too (the command's: the operating system login)."""
     if (out_dir is None) == (zip_target is None):
         raise TypeError("give out_dir or zip_target, not both")
     if out_dir is not None:
@@ -252,7 +254,7 @@ def evidence_bundle_write(*, out_dir: Path | None = None, zip_target: BinaryIO |
         if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
             raise EvidenceTargetError(f"{out_dir} is not an empty directory: a bundle holds its own files only")
     plan = _begin(created_after=created_after, created_before=created_before, requested_by=requested_by,
-                  channel=channel)
+                  channel=channel, note=note)
     files = _files(plan, requested_by=requested_by)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)

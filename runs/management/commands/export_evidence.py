@@ -1,5 +1,6 @@
 import getpass
 from pathlib import Path
+from urllib.parse import urlencode
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
@@ -11,6 +12,13 @@ from runs.evidence import (
     evidence_bundle_write,
     evidence_period_bound,
 )
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name (a container's numeric user)
+        return ""
 
 
 class Command(BaseCommand):
@@ -36,6 +44,8 @@ class Command(BaseCommand):
         except EvidencePeriodError as exc:
             raise CommandError(str(exc)) from exc
         requested_by = self._user(user)
+        # --user is the caller's word: the login that ran the command is recorded beside it.
+        note = urlencode({"os_user": _login()})
         target = Path(out)
         try:
             if target.suffix == ".zip":
@@ -44,13 +54,13 @@ class Command(BaseCommand):
                 try:
                     with target.open("xb") as handle:
                         plan = evidence_bundle_write(zip_target=handle, created_after=after, created_before=before,
-                                                     requested_by=requested_by)
+                                                     requested_by=requested_by, note=note)
                 except BaseException:
                     target.unlink(missing_ok=True)  # half a zip is no bundle
                     raise
             else:
                 plan = evidence_bundle_write(out_dir=target, created_after=after, created_before=before,
-                                             requested_by=requested_by)
+                                             requested_by=requested_by, note=note)
         except (EvidencePeriodError, EvidenceTargetError, EvidenceAccessDenied) as exc:
             raise CommandError(str(exc)) from exc
         piece = f"receipts #{plan.first_seq} to #{plan.last_seq}" if plan.receipts else "no receipt"
@@ -59,7 +69,7 @@ class Command(BaseCommand):
             f"verify it with: python -m warrant_verify {target}"))
 
     def _user(self, username: str | None):
-        name = username if username is not None else getpass.getuser()
+        name = username if username is not None else _login()
         found = get_user_model().objects.filter(**{get_user_model().USERNAME_FIELD: name}, is_active=True).first()
         if found is None:
             raise CommandError(f"no active user {name!r}: name the user this export is recorded under with "
