@@ -125,8 +125,8 @@ def cross_check(records: list[dict]) -> list[Problem]:
         if isinstance(body, dict):
             bodies[record["run_id"]] = (record, body)
     run_ids = list(bodies)
-    runs = {str(i): (status, inp, out) for i, status, inp, out
-            in Run.objects.filter(id__in=run_ids).values_list("id", "status", "input", "output")}
+    runs = {str(row[0]): row[1:] for row in Run.objects.filter(id__in=run_ids).values_list(
+        "id", "status", "input", "output", "tainted", "stop_reason", "error", "policy_snapshot_sha256")}
     events: dict[str, list[dict]] = {}
     for run_id, seq, step, kind, data, hash_ in RunEvent.objects.filter(run_id__in=run_ids).order_by().values_list(
             "run_id", "seq", "step", "kind", "data", "hash"):
@@ -140,7 +140,11 @@ def cross_check(records: list[dict]) -> list[Problem]:
         if row is None:
             problems.append(Problem("run", name, "the receipt's run is not in the database", **where))
         else:
-            status, input_text, output_text = row
+            status, input_text, output_text, tainted, stop_reason, error, policy_digest = row
+            sealed = (body.get("tainted"), body.get("stop_reason"), body.get("error"), body.get("policy_snapshot_sha256"))
+            if sealed != (tainted, stop_reason or None, error or None, policy_digest):
+                problems.append(Problem("run", name, "the run's taint, stop reason, error or policy snapshot differs "
+                                        "from the one sealed", **where))
             if body.get("status") != status:
                 problems.append(Problem("run", name, f"the run's status is {status!r}, the receipt sealed "
                                         f"{body.get('status')!r}", **where))
@@ -165,9 +169,12 @@ def _completeness() -> list[Problem]:
 def _checkpoints() -> tuple[dict[str, list[dict]], list[Problem]]:
     """The checkpoints to hold the chain against, by where they are (the database's copies, the
     witness file), and a problem for each witness line that is not one."""
-    documents = {"checkpoints": [point.document() for point in ReceiptCheckpoint.objects.order_by("seq")]}
     lines, bad = witness.witness_file_checkpoints()
-    documents["witness"] = lines
+    # The database keeps a copy of what it sent: one the witness file holds already is checked there.
+    sent = {json.dumps({k: v for k, v in line.items() if k != "_line"}, sort_keys=True) for line in lines}
+    documents = {"checkpoints": [d for d in (p.document() for p in ReceiptCheckpoint.objects.order_by("seq"))
+                                 if json.dumps(d, sort_keys=True) not in sent],
+                 "witness": lines}
     return documents, [Problem("witness", "witness file", reason) for reason in bad]
 
 

@@ -20,8 +20,6 @@ from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
-from django.db.models import F
-from django.db.models.functions import Greatest
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -124,8 +122,7 @@ def _record(name: str, *, seq: int | None, error: str = "") -> None:
     if error:
         WitnessSink.objects.filter(name=name).update(failed_at=now, error=error)
     else:
-        WitnessSink.objects.filter(name=name).update(delivered_seq=Greatest(F("delivered_seq"), seq),
-                                                     delivered_at=now, failed_at=None, error="")
+        WitnessSink.objects.filter(name=name).update(delivered_seq=seq, delivered_at=now, failed_at=None, error="")
 
 
 def witness_publish(*, force: bool = False) -> dict:
@@ -144,7 +141,9 @@ def witness_publish(*, force: bool = False) -> dict:
     done, document = {}, point.document()
     for name in names:
         sink = state.get(name)
-        if sink is not None and sink.delivered_seq >= point.seq and not sink.failed_at:
+        # Only this very checkpoint counts as delivered: a sink row claiming more (edited in the
+        # database to silence the witness) is sent the head again.
+        if sink is not None and sink.delivered_seq == point.seq and not sink.failed_at:
             done[name] = "current"
             continue
         if (not force and sink is not None and sink.failed_at
@@ -184,13 +183,13 @@ def witness_status() -> dict:
     for name in sinks():
         sink = state.get(name)
         delivered = sink.delivered_seq if sink else 0
-        behind = max(0, head_seq - delivered)
+        behind = head_seq - delivered  # negative: the sink was given a head the chain no longer has
         oldest = (Receipt.objects.filter(seq=delivered + 1).values_list("created_at", flat=True).first()
-                  if behind else None)
+                  if behind > 0 else None)
         waiting = (now - oldest).total_seconds() if oldest else 0.0
         failing = bool(sink and sink.failed_at)
         result["sinks"][name] = {
-            "ok": not failing and waiting <= grace, "delivered_seq": delivered, "behind_receipts": behind,
+            "ok": not failing and waiting <= grace and behind >= 0, "delivered_seq": delivered, "behind_receipts": behind,
             "behind_seconds": round(waiting, 1), "error": sink.error if failing else "",
             "failing_since": _iso(sink.failed_at) if failing else None,
         }

@@ -227,7 +227,7 @@ def test_a_receipt_forged_for_a_run_that_had_none(history):
 
 
 @pytest.mark.parametrize("column,value", [("input", "Transfer everything."), ("output", "Nothing to see."),
-                                          ("status", "failed")])
+                                          ("status", "failed"), ("tainted", True), ("error", "internal")])
 def test_the_runs_row_edited(history, column, value):
     attack((f"UPDATE runs_run SET {column} = %s WHERE id = %s", [value, _uid(_receipt(2).run_id)]))
     _caught(ask_seq=2, checks={"run"})
@@ -321,3 +321,15 @@ def test_a_witness_on_a_host_not_allowed_gets_nothing(demo, settings, tmp_path):
                        caller=User.objects.get(username="operator"))
     assert WitnessSink.objects.get(name="http").error == ("the witness URL's host is not in "
                                                           "WARRANT_WITNESS_ALLOWED_HOSTS")
+
+
+def test_a_witness_silenced_in_the_database_still_gets_the_next_head(history):
+    """A DBA marks the sinks as far ahead, hoping the next checkpoints are never sent."""
+    attack(("UPDATE runs_witnesssink SET delivered_seq = 1000000", []))
+    services.run_start(agent_slug="crm-assistant", input_text="List all accounts. (later)",
+                       caller=User.objects.get(username="operator"))
+    if not django_settings.CELERY_TASK_ALWAYS_EAGER:
+        services.run_advance(run_id=Run.objects.latest("created_at").id)
+        witness_catch_up()
+    lines = [json.loads(line) for line in history["file"].read_text().splitlines()]
+    assert lines[-1]["seq"] == 5 and lines[-1]["head"] == _receipt(5).hash
