@@ -33,7 +33,7 @@ class CanStartRuns(BasePermission):
         if not (request.user and request.user.is_authenticated):
             return False
         # Answered from what the governance stamp keeps (has_perm reads two joins every time). The
-        # stamp read with the token (StampedTokenAuthentication), or else here, is the moment the
+        # stamp read with the token (governance.auth.ApiTokenAuthentication), or else here, is the moment the
         # run is asked for: the view freezes the run's governance at it.
         request.governance_stamp = getattr(request.auth, "governance_stamp", None) or governance_stamp.current()
         return has_model_permission(request.user, "runs.add_run", stamp=request.governance_stamp)
