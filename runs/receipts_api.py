@@ -130,7 +130,8 @@ class ReceiptVerifyApi(_Receipts, GenericAPIView):
             else:
                 failures.append({"check": problem.check, "record": problem.record, "seq": problem.seq,
                                  "receipt": problem.receipt, "reason": problem.reason})
-        first = failures[0] if failures else {"receipt": None, "seq": None, "check": "", "reason": result.reason}
+        first = failures[0] if failures else {"receipt": str(receipt.id), "seq": receipt.seq, "check": "",
+                                              "reason": result.reason}
         return Response({"valid": result.valid, "receipt": first["receipt"], "seq": first["seq"],
                          "check": first["check"], "reason": first["reason"], "failures": failures})
 
