@@ -64,6 +64,8 @@ def test_a_profile_name_is_fixed_once_created(admin):
     ("max_retries", -1),
     ("backend", "no.such.Backend"),
     ("backend", "os.path"),
+    ("backend", "subprocess.Popen"),  # issue 24, finding 7: this one was accepted
+    ("backend", "agents.backends.scripted.ScriptedBackend"),  # importable, but not a name
 ])
 def test_it_validates_fields(admin, field, value):
     response = create(admin, **{field: value})
@@ -163,12 +165,30 @@ def test_a_base_url_that_is_not_http_with_a_host_is_refused(admin, url):
     assert response.status_code == 400 and set(error(response)["details"]) == {"base_url"}
 
 
-@pytest.mark.parametrize("name", ["DJANGO_SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "WARRANT_REDACT", "SECRET_KEY"])
+@pytest.mark.parametrize("name", ["DJANGO_SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "WARRANT_REDACT", "SECRET_KEY",
+                                  "HOME", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "EMAIL_HOST_PASSWORD"])
 def test_a_profile_may_not_send_the_platforms_own_secrets(admin, name):
     response = create(admin, api_key_env=name)
     assert response.status_code == 400 and set(error(response)["details"]) == {"api_key_env"}
     assert "secret of the platform" in error(response)["details"]["api_key_env"][0]
     assert not ModelProfile.objects.filter(name="local-llama").exists()
+
+
+def test_a_key_variable_is_one_the_deployment_lists(admin, settings):
+    # Issue 24, finding 9: any variable was accepted, and its value sent to the profile's server.
+    settings.WARRANT = settings.WARRANT | {"SECRET_ENV_ALLOWED": []}
+    response = create(admin, api_key_env="LOCAL_LLAMA_KEY")
+    assert response.status_code == 400 and "WARRANT_SECRET_ENV_ALLOWED" in error(response)["details"]["api_key_env"][0]
+    settings.WARRANT = settings.WARRANT | {"SECRET_ENV_ALLOWED": ["LOCAL_*"]}
+    assert create(admin, api_key_env="LOCAL_LLAMA_KEY").status_code == 201
+
+
+def test_a_base_url_on_a_loopback_address_is_refused_unless_listed(admin, settings):
+    settings.WARRANT = settings.WARRANT | {"EGRESS_PRIVATE_NETWORKS": [], "MODEL_ALLOWED_HOSTS": ()}
+    response = create(admin, base_url="http://127.0.0.1:11434")
+    assert response.status_code == 400 and "loopback" in error(response)["details"]["base_url"][0]
+    settings.WARRANT = settings.WARRANT | {"EGRESS_PRIVATE_NETWORKS": ["127.0.0.0/8"]}
+    assert create(admin, base_url="http://127.0.0.1:11434").status_code == 201
 
 
 def test_the_schema_states_which_key_variables_are_refused(admin):

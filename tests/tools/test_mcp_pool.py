@@ -119,3 +119,13 @@ def test_a_call_whose_server_dies_mid_call_is_not_sent_again(demo, everything_se
     # No second session was opened to send the call again: the server may have acted on it.
     assert mcp_pool.pool().stats()["opened"] == opened
     assert dispatch(tool=echo, arguments={"message": "again"}, ctx=CTX) == {"ok": True, "data": "Echo: again"}
+
+
+def test_a_kept_session_is_not_used_once_its_program_is_no_longer_allowed(demo, settings):
+    # Issue 24, finding 1: the rules are read at every call, before any session, kept ones included.
+    _, tool = _clock()
+    assert _now(tool)["ok"]
+    settings.WARRANT = settings.WARRANT | {"MCP_STDIO_COMMANDS": ["mcp-server-fetch"]}
+    envelope = _now(tool)
+    assert (envelope["ok"], envelope["code"]) == (False, "tool_unavailable")
+    assert "WARRANT_MCP_STDIO_COMMANDS" in envelope["error"]

@@ -239,3 +239,13 @@ def test_tool_sources_reach_only_the_hosts_the_deployment_allows(warrant_api, ad
     assert set(Tool.objects.filter(tool_source=warrant_api).values_list("name", "description")) == before
     with _allowed("127.0.0.1"):
         assert dispatch(tool=_spec(tool), arguments={"slug": "crm-assistant"}, ctx=CTX)["ok"]
+
+
+def test_an_openapi_call_to_loopback_is_refused_once_loopback_is_no_longer_allowed(warrant_api):
+    # Issue 24, finding 9: with empty host lists, sources reached loopback services and reported their answers.
+    tool = _enable_and_grant("warrant__agents_retrieve")
+    assert dispatch(tool=_spec(tool), arguments={"slug": "crm-assistant"}, ctx=CTX)["ok"]  # debug: loopback allowed
+    with override_settings(WARRANT={**settings.WARRANT, "EGRESS_PRIVATE_NETWORKS": [], "TOOL_ALLOWED_HOSTS": ()}):
+        envelope = dispatch(tool=_spec(tool), arguments={"slug": "crm-assistant"}, ctx=CTX)
+        assert (envelope["ok"], envelope["code"]) == (False, "tool_unavailable") and "loopback" in envelope["error"]
+        assert sources.tool_source_sync(source=warrant_api)["error"]["code"] == "source_not_allowed"
