@@ -172,17 +172,24 @@ BUSINESS_RULES = {
     "tools": r"^Unknown tool: ",
     "model_profile": r"^Unknown model profile: ",
     "fallbacks": r"^(Unknown model profile: |A profile may not fall back to itself\.$|Fallbacks form a cycle )",
-    "backend": r"^Not a built-in backend \(.*\) nor the importable dotted path of a backend class\.$",
+    # agents.backends: a backend is a registered name (none of the fuzzer's made-up names is).
+    "backend": r"^Not a registered model backend: ",
+    # Issue 24: key variables only from WARRANT_SECRET_ENV_ALLOWED (empty on this server: none), URLs
+    # only where governance/egress.py lets them go. Rules of the deployment, not of the schema.
+    "api_key_env": r"^[A-Z_][A-Z0-9_]* is not among the variables this deployment lets ",
+    "env_passthrough": r"^[A-Z_][A-Z0-9_]* is not among the variables this deployment lets ",
+    "base_url": r"^This deployment does not let (model profiles|tool sources) reach it: ",
     "output_schema": r"^Not a valid JSON Schema: ",
     # SKILL.md is a document with its own grammar (skills/parser.py); a skill keeps its name.
     "source": r"^(SKILL\.md |front matter|the SKILL\.md names )",
     # agents.sources.tool_source_check: what each kind of tool source needs besides its own fields.
     "command": r"^(An mcp_stdio source needs its command|Only an mcp_stdio source has a command\.$|.* is not among the "
                r"programs this deployment allows)",
-    "url": r"^An mcp_http source needs its endpoint URL\.$",
+    "url": r"^(An mcp_http source needs its endpoint URL\.$|This deployment does not let tool sources reach it: )",
     "document": r"^An openapi source needs its document",
     "path": r"^(A python source needs the dotted path|.* is outside the modules this deployment allows)",
-    "auth_env": r"^Give both the header and the environment variable",
+    "auth_env": r"^(Give both the header and the environment variable|[A-Z_][A-Z0-9_]* is not among the variables "
+                r"this deployment lets )",
     # governance.engine.validate: what each policy type needs besides its own fields.
     "non_field_errors": r"^(an? [a-z_ ]+ needs |an output formatter's content must contain \{answer\}$|invalid regex: )",
 }
