@@ -98,8 +98,8 @@ def evidence_bundle_plan(*, created_after: datetime | None = None,
     A run is sealed in the transaction that ends it, so these are the runs that finished in the
     period. The receipt's time is taken, not the run's finished_at: receipts are append-only
     (triggers refuse an edit), runs are not, and a run moved out of the period by an edit must not
-    take its receipt out of the bundle. The head is read first and bounds
-    everything after it, so receipts sealed while the bundle is written stay out of it whole."""
+    take its receipt out of the bundle. The head is read first and bounds everything after it, so
+    receipts sealed while the bundle is written stay out of it whole."""
     if created_after and created_before and created_after >= created_before:
         raise EvidencePeriodError("the period must start before it ends (created_after before created_before)")
     created_at = timezone.now()  # before the head is read: a checkpoint signed after this is not in the piece

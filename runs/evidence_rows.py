@@ -100,7 +100,7 @@ def policies(plan, tally):
     if plan.period_to:
         rows = rows.filter(changed_at__lt=plan.period_to)
     rows = rows.values_list("id", "policy_id", "policy_name", "version", "action", "old_values", "new_values",
-                            "changed_by__username", "changed_at")
+                            f"changed_by__{get_user_model().USERNAME_FIELD}", "changed_at")
     for _, history in groupby(rows.iterator(chunk_size=CHUNK), key=lambda r: r[1] if r[1] is not None else r[2]):
         in_force = None
         for row in history:
