@@ -14,5 +14,7 @@ os.environ.setdefault("WARRANT_WITNESS_FILE", "")
 # variables its model and tool servers read, and its own model backends, by name.
 os.environ.setdefault("WARRANT_SECRET_ENV_ALLOWED",
                       "TEST_*,TOOLS_TEST_*,GPU_BOX_KEY_NAME,NOT_SET_KEY,HOSTED_TEST_KEY,LOCAL_LLAMA_KEY,TZ,LANG")
+# The one module of tool functions the suite registers outside tests/tools (the role matrix, the admin).
+os.environ.setdefault("WARRANT_PYTHON_TOOL_MODULES", "tests.tools.pyfuncs")
 os.environ.setdefault("WARRANT_MODEL_BACKENDS",
                       "replay=tests.runs.backends.ReplayBackend,obeying=tests.security.obeying.ObeyingBackend")
