@@ -9,7 +9,7 @@ head after that transaction commits, and never holds the run up. Verification: r
 import hashlib
 import uuid
 from datetime import timezone as dt_timezone
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
@@ -177,7 +177,7 @@ def receipt_seal(*, run: Run) -> Receipt:
                       signature=signature)
     insert_row(receipt)  # an INSERT, never an update: receipts are append-only
     # After commit, outside the run's transaction: a witness that is down never holds a run up.
-    transaction.on_commit(witness.after_seal, robust=True)
+    transaction.on_commit(partial(witness.after_seal, seq, hash_), robust=True)
     return receipt
 
 

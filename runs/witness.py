@@ -15,14 +15,17 @@ import json
 import logging
 import os
 from datetime import timedelta
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from governance.rows import converted, from_row, insert_row
 from runs import signing
 from runs.models import Receipt, ReceiptCheckpoint, WitnessSink
 from warrant_verify.messages import checkpoint_message
@@ -54,27 +57,56 @@ def sinks() -> list[str]:
 
 
 def _head() -> tuple[int, str] | None:
-    row = Receipt.objects.order_by("-seq").values_list("seq", "hash").first()
-    return row if row else None
+    from runs.receipts import chain_head  # receipts imports this module
+
+    seq, hash_ = chain_head()
+    return (seq, hash_) if seq else None
 
 
-def checkpoint_head() -> ReceiptCheckpoint | None:
-    """The signed checkpoint of the chain's current head: made now, or the one made before."""
-    head = _head()
+@lru_cache(maxsize=1)
+def _statements() -> dict[str, str]:
+    """Every seal runs these: built once (the ORM's compilation cost more than the queries)."""
+    qn = connection.ops.quote_name
+    point, sink = ReceiptCheckpoint._meta, WitnessSink._meta
+    columns = ", ".join(qn(field.column) for field in point.concrete_fields)
+    table = qn(sink.db_table)
+    return {
+        "checkpoint": f"SELECT {columns} FROM {qn(point.db_table)} WHERE {qn('seq')} = %s",
+        "sinks": f"SELECT {qn('name')}, {qn('delivered_seq')}, {qn('failed_at')} FROM {table}",
+        "delivered": f"UPDATE {table} SET {qn('delivered_seq')} = %s, {qn('delivered_at')} = %s, "
+                     f"{qn('failed_at')} = NULL, {qn('error')} = '' WHERE {qn('name')} = %s",
+        "failed": f"UPDATE {table} SET {qn('failed_at')} = %s, {qn('error')} = %s WHERE {qn('name')} = %s",
+    }
+
+
+def _stored_checkpoint(seq: int) -> ReceiptCheckpoint | None:
+    with connection.cursor() as cursor:
+        cursor.execute(_statements()["checkpoint"], [seq])
+        row = cursor.fetchone()
+    return from_row(ReceiptCheckpoint, row) if row else None
+
+
+def checkpoint_head(head: tuple[int, str] | None = None) -> ReceiptCheckpoint | None:
+    """The signed checkpoint of `head` (seq, hash; by default the chain's head now): made now, or
+    the one made before."""
+    head = head or _head()
     if head is None:
         return None
     seq, hash_ = head
-    existing = ReceiptCheckpoint.objects.filter(seq=seq).first()
+    existing = _stored_checkpoint(seq)
     if existing is not None:
         return existing
     key_id, _key = signing.signing_key()
     at = timezone.now()
     signature = signing.sign(checkpoint_message(checkpoint_document(seq=seq, head=hash_, at=at, key_id=key_id,
                                                                     signature=None)))
-    # Two publishers at once: one row wins (unique seq), both send the winner's.
-    ReceiptCheckpoint.objects.bulk_create(
-        [ReceiptCheckpoint(seq=seq, head=hash_, at=at, key_id=key_id, signature=signature)], ignore_conflicts=True)
-    return ReceiptCheckpoint.objects.get(seq=seq)
+    point = ReceiptCheckpoint(seq=seq, head=hash_, at=at, key_id=key_id, signature=signature)
+    try:
+        with transaction.atomic():
+            insert_row(point)
+    except IntegrityError:  # another publisher signed this head first: send theirs
+        return _stored_checkpoint(seq)
+    return point
 
 
 def _deliver_file(document: dict) -> None:
@@ -117,37 +149,52 @@ def _error_text(exc: Exception) -> str:
 
 
 def _record(name: str, *, seq: int | None, error: str = "") -> None:
-    now = timezone.now()
-    WitnessSink.objects.get_or_create(name=name)
-    if error:
-        WitnessSink.objects.filter(name=name).update(failed_at=now, error=error)
-    else:
-        WitnessSink.objects.filter(name=name).update(delivered_seq=seq, delivered_at=now, failed_at=None, error="")
+    now = WitnessSink._meta.get_field("delivered_at").get_db_prep_value(timezone.now(), connection)
+    sql, params = ((_statements()["failed"], [now, error, name]) if error
+                   else (_statements()["delivered"], [seq, now, name]))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        if cursor.rowcount:
+            return
+    WitnessSink.objects.get_or_create(name=name)  # the sink's first delivery
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
 
 
-def witness_publish(*, force: bool = False) -> dict:
+def _sink_state() -> dict[str, tuple[int, bool, object]]:
+    """name -> (delivered seq, failing, failed at)."""
+    field = WitnessSink._meta.get_field("failed_at")
+    with connection.cursor() as cursor:
+        cursor.execute(_statements()["sinks"])
+        rows = cursor.fetchall()
+    return {name: (delivered, failed is not None, converted(field, failed)) for name, delivered, failed in rows}
+
+
+def witness_publish(*, force: bool = False, head: tuple[int, str] | None = None) -> dict:
     """Give every sink the head's checkpoint, unless it has it. `force`: also sinks in backoff, and
-    regardless of the interval (the reconciler, verify_receipts). What each sink did, by name."""
+    regardless of the interval (the reconciler, verify_receipts). `head`: the (seq, hash) a seal
+    just committed, saving the read. What each sink did, by name."""
     names = sinks()
     interval = settings.WARRANT_WITNESS_INTERVAL_SECONDS
     if not force and interval > 0:
         newest = ReceiptCheckpoint.objects.order_by("-seq").values_list("created_at", flat=True).first()
         if newest is not None and newest > timezone.now() - timedelta(seconds=interval):
             return {name: "later" for name in names}
-    point = checkpoint_head()
+        head = None  # a checkpoint of the chain as it is by now
+    point = checkpoint_head(head)
     if point is None:
         return {name: "empty" for name in names}
-    state = {s.name: s for s in WitnessSink.objects.filter(name__in=names)}
+    state = _sink_state() if names else {}
     done, document = {}, point.document()
+    backoff = timezone.now() - timedelta(seconds=BACKOFF_SECONDS)
     for name in names:
-        sink = state.get(name)
+        delivered, failing, failed_at = state.get(name, (None, False, None))
         # Only this very checkpoint counts as delivered: a sink row claiming more (edited in the
         # database to silence the witness) is sent the head again.
-        if sink is not None and sink.delivered_seq == point.seq and not sink.failed_at:
+        if delivered == point.seq and not failing:
             done[name] = "current"
             continue
-        if (not force and sink is not None and sink.failed_at
-                and sink.failed_at > timezone.now() - timedelta(seconds=BACKOFF_SECONDS)):
+        if not force and failing and failed_at and failed_at > backoff:
             done[name] = "backoff"
             continue
         try:
@@ -162,9 +209,9 @@ def witness_publish(*, force: bool = False) -> dict:
     return done
 
 
-def after_seal() -> None:
+def after_seal(seq: int, hash_: str) -> None:
     """transaction.on_commit hook of every seal: the run's transaction has committed."""
-    witness_publish()
+    witness_publish(head=(seq, hash_))
 
 
 def witness_catch_up() -> dict:
