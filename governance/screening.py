@@ -20,7 +20,7 @@ import re
 import unicodedata
 
 from governance.memo import DigestMemo, digest
-from governance.text import normalize
+from governance.text import char_class, normalize
 
 # Orders to call tools or to mail someone are normal from the caller, suspicious inside data.
 DATA_ONLY = {"tool_order", "exfiltration", "destructive_order", "markdown_exfil"}
@@ -125,16 +125,27 @@ def strings_in(value):
 # --- hidden and opaque text ----------------------------------------------------------------
 
 
-def _is_variant_selector(ch: str) -> bool:
-    return 0xFE00 <= ord(ch) <= 0xFE0F or 0xE0100 <= ord(ch) <= 0xE01EF
+# Character classes tested at C speed (each is one regex search over the text, not a Python
+# loop over its characters); the tag characters are format characters too.
+_FORMAT = char_class("[:Cf:]")
+_VARIANT_SELECTOR = re.compile("[\uFE00-\uFE0F\U000E0100-\U000E01EF]")
+_COMBINING = char_class("[:^ccc=0:]")
+_TAG = re.compile("[\U000E0001-\U000E007F]")
+_BRAILLE_CELL = re.compile("[\u2800-\u28FF]")
+
+
+def _count(pattern: re.Pattern, text: str, enough: int) -> bool:
+    """Whether `pattern` occurs at least `enough` times in `text` (stops counting there)."""
+    for seen, _ in enumerate(pattern.finditer(text), start=1):
+        if seen >= enough:
+            return True
+    return False
 
 
 def _hidden_characters(text: str) -> bool:
     # Unicode tag characters, variant selectors and other invisible format characters smuggle
     # text past a human reader. One variant selector after an emoji is normal; runs are not.
-    if any(0xE0000 <= ord(ch) <= 0xE007F or unicodedata.category(ch) == "Cf" for ch in text):
-        return True
-    return sum(1 for ch in text if _is_variant_selector(ch)) >= 4
+    return bool(_FORMAT.search(text)) or _count(_VARIANT_SELECTOR, text, 4)
 
 
 _EMOJI_RUN = re.compile(r"[\U0001F000-\U0001FAFF\u2600-\u27BF]{8,}")
@@ -148,11 +159,11 @@ def _opaque(text: str, ascii_only: bool = False) -> bool:
         return True
     if ascii_only:
         return False
-    if sum(1 for ch in text if 0x2800 <= ord(ch) <= 0x28FF) >= 8:
+    if _count(_BRAILLE_CELL, text, 8):
         return True
     if _EMOJI_RUN.search(text.replace(" ", "")):
         return True
-    if sum(1 for ch in text if unicodedata.combining(ch)) >= 12:
+    if _count(_COMBINING, text, 12):
         return True
     for token in text.split():
         if len(token) >= 12 and len({_script(ch) for ch in token if not ch.isascii()}) >= 3:
@@ -210,8 +221,10 @@ def _decodings(text: str, ascii_only: bool = False) -> list[str]:
     out = []
     read = text
     if not ascii_only:  # each of these needs characters outside ASCII to yield anything
-        out.append("".join(ch for ch in text if not unicodedata.combining(ch)))
-        out.append("".join(chr(ord(ch) - 0xE0000) for ch in text if 0xE0000 < ord(ch) <= 0xE007F))
+        if _COMBINING.search(text):
+            out.append(_COMBINING.sub("", text))
+        if _TAG.search(text):
+            out.append("".join(chr(ord(ch) - 0xE0000) for ch in _TAG.findall(text)))
         out.append(_variant_selectors(text))
         out.append(_braille(text))
         # What a person reads (lookalikes, fullwidth, invisible characters undone) is screened
@@ -278,6 +291,8 @@ def _morse(code: str) -> str:
 
 
 def _braille(text: str) -> str:
+    if not _count(_BRAILLE_CELL, text, 8):
+        return ""
     cells = [ch for ch in text if 0x2800 <= ord(ch) <= 0x28FF or ch == " "]
     if sum(1 for ch in cells if ch != " ") < 8:
         return ""
@@ -286,8 +301,10 @@ def _braille(text: str) -> str:
 
 def _variant_selectors(text: str) -> str:
     # One byte per selector: U+FE00-FE0F carry 0-15, U+E0100-E01EF carry 16-255.
+    if not _count(_VARIANT_SELECTOR, text, 4):
+        return ""
     values = []
-    for ch in text:
+    for ch in _VARIANT_SELECTOR.findall(text):
         if 0xFE00 <= ord(ch) <= 0xFE0F:
             values.append(ord(ch) - 0xFE00)
         elif 0xE0100 <= ord(ch) <= 0xE01EF:

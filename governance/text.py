@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
+import re
 import unicodedata
 from urllib.parse import urlsplit
 
@@ -52,21 +54,34 @@ def _generic_mark(char: str) -> bool:
     return unicodedata.category(char) in ("Mn", "Me") and icu.Script.getScript(char).getScriptCode() == _INHERITED
 
 
-class _Table(dict):
-    """A str.translate table that fills itself, one character at a time, up to a bound (a
-    text of every code point must not grow it to a hundred megabytes)."""
+class _Table:
+    """A str.translate table for one conversion, filled with the characters of each text before
+    it is translated (a plain dict translates faster than one that fills itself on a miss), up
+    to a bound: a text of every code point must not grow it to a hundred megabytes."""
 
     LIMIT = 1 << 16
 
     def __init__(self, convert):
-        super().__init__()
+        self.codes: dict[int, str] = {}
         self._convert = convert
 
-    def __missing__(self, code: int) -> str:
-        converted = self._convert(chr(code))
-        if len(self) < self.LIMIT:
-            self[code] = converted
-        return converted
+    def translate(self, text: str) -> str:
+        return text.translate(self.ready(text))
+
+    def lengths(self, text: str):
+        """The length of each character's conversion, in order."""
+        return map(len, map(self.ready(text).__getitem__, map(ord, text)))
+
+    def ready(self, text: str) -> dict[int, str]:
+        codes = self.codes
+        missing = {ord(c) for c in set(text)} - codes.keys()
+        if not missing:
+            return codes
+        if len(codes) + len(missing) > self.LIMIT:
+            codes = dict(codes)  # this text's own copy, dropped after it
+        for code in missing:
+            codes[code] = self._convert(chr(code))
+        return codes
 
 
 def _plain_char(char: str) -> str:
@@ -97,6 +112,25 @@ def _ascii_lookalike(char: str) -> str | None:
 
 
 def _key_char(char: str) -> str:
+    if char.isascii():
+        # One ASCII character, one key character: so the key of ASCII text maps back to it by
+        # tokens, not by a walk over every character. The three ASCII characters whose skeleton
+        # is longer ("m" is "rn", '"' is "''", "%" is "o/o") stand for themselves; look-alikes of
+        # them from other scripts are folded onto them.
+        key = _skeleton_key(char)
+        return " " if key.isspace() else key if len(key) == 1 else char.casefold()
+    key = _skeleton_key(char)
+    for long, short in _ascii_long().items():
+        key = key.replace(long, short)
+    return " " if key.isspace() else key
+
+
+@functools.cache
+def _ascii_long() -> dict[str, str]:
+    return {key: chr(code) for code in range(128) if len(key := _skeleton_key(chr(code))) > 1}
+
+
+def _skeleton_key(char: str) -> str:
     if _invisible(char):
         return ""
     key = unicodedata.normalize("NFKD", char)
@@ -109,13 +143,14 @@ def _key_char(char: str) -> str:
         key = "".join(c for c in key if not _generic_mark(c))
         if key == previous:
             break
-    return " " if key.isspace() else key
+    return key
 
 
 _PLAIN = _Table(_plain_char)
 _READ = _Table(_read_char)
 _KEY = _Table(_key_char)
 _TABLES = {"plain": _PLAIN, "read": _READ, "key": _KEY}
+_SPACES = re.compile(r"\s\s+")  # runs of what str.split() splits on, as re has it for str patterns
 
 
 class Normalized:
@@ -126,22 +161,25 @@ class Normalized:
     passes for an ASCII one replaced by it (ASCII itself untouched, so digits stay digits).
     ``key``: NFKD with generic combining marks dropped, casefolded, every character replaced by
     its UTS #39 confusable prototype, casefolded again, whitespace runs as one space: two texts
-    a reader takes for the same words have the same key (not meant to be read: "m" is "rn"). ``quote(view, start, end)`` is the part of the
-    original text that produced ``view[start:end]``, with the invisible characters and marks
-    that trail it.
+    a reader takes for the same words have the same key (not meant to be read: "0" is "o").
+    ``quote(view, start, end)`` is the part of the original text that produced
+    ``view[start:end]``, with the invisible characters and marks that trail it.
     """
 
     __slots__ = ("original", "key", "_views", "_starts")
 
     def __init__(self, original: str):
         self.original = original
-        self.key = " ".join(original.translate(_KEY).split())
+        translated = _KEY.translate(original)
+        self.key = " ".join(translated.split())
         # Only regexes read the others: each is made on first use. ASCII text is its own plain
         # and read views.
         self._views: dict[str, str] = {"original": original, "key": self.key}
         if original.isascii():
             self._views["plain"] = self._views["read"] = original
-        self._starts: dict[str, list[int]] = {}
+        else:  # kept to quote from: the key before its whitespace runs were collapsed
+            self._views["key translated"] = translated
+        self._starts: dict = {}
 
     @property
     def plain(self) -> str:
@@ -154,7 +192,7 @@ class Normalized:
     def view(self, name: str) -> str:
         made = self._views.get(name)
         if made is None:
-            made = self._views[name] = self.original.translate(_TABLES[name])
+            made = self._views[name] = _TABLES[name].translate(self.original)
         return made
 
     def quote(self, view: str, start: int, end: int) -> str:
@@ -164,37 +202,59 @@ class Normalized:
             return self.original[start:end]
         if start >= end:
             return ""
-        starts = self._starts.get(view)
-        if starts is None:
-            starts = self._starts[view] = self._map(_TABLES[view], collapse=view == "key")
-        last = starts[end - 1]
+        if view == "key" and self.original.isascii():
+            if len(self.key) == len(self.original):  # no whitespace run collapsed: one to one
+                return self.original[start:end]
+            to_original = self._collapsed("ascii key", lambda: self.original)
+            return self.original[to_original(start):to_original(end - 1) + 1]
+        ends = self._starts.get(view)
+        if ends is None:
+            # For each original character, where its conversion ends in the view (before the
+            # key's whitespace runs are collapsed): a view position's source is a bisection.
+            ends = self._starts[view] = list(itertools.accumulate(_TABLES[view].lengths(self.original)))
+        first, last = start, end - 1
+        if view == "key":
+            to_translated = self._collapsed("key translated", lambda: self._views["key translated"])
+            first, last = to_translated(first), to_translated(last)
+        source = bisect.bisect_right(ends, last)
         # The quote runs on to where the next character that shows starts, so it keeps the marks,
         # invisible characters and the rest of an expanded character ("ﬁ") that end the words.
-        after = bisect.bisect_right(starts, last)
-        if after < len(starts):
-            stop = starts[after]
+        if ends[source] < ends[-1]:
+            stop = bisect.bisect_right(ends, ends[source])
         else:
-            stop = max(len(self.original.rstrip()), last + 1)
-        return self.original[starts[start]:stop]
+            stop = max(len(self.original.rstrip()), source + 1)
+        return self.original[bisect.bisect_right(ends, first):stop]
 
-    def _map(self, table: _Table, *, collapse: bool) -> list[int]:
-        # For each character of the view, the index of the original character it came from;
-        # built only when a decision needs to quote.
-        starts: list[int] = []
-        pending = None
-        for at, char in enumerate(self.original):
-            for out in table[ord(char)]:
-                if not collapse:
-                    starts.append(at)
-                elif out.isspace():
-                    if starts and pending is None:
-                        pending = at
-                else:
-                    if pending is not None:
-                        starts.append(pending)
-                        pending = None
-                    starts.append(at)
-        return starts
+    def _collapsed(self, name: str, make_text):
+        """Position in " ".join(text.split()) -> position in ``text`` (made by ``make_text`` on
+        first use): the two run parallel, the joined one shifted after each whitespace run
+        longer than one (and the leading one)."""
+        made = self._starts.get(name)
+        if made is not None:
+            return made
+        text = make_text()
+        shift = len(text) - len(text.lstrip())
+        breaks, shifts = [0], [shift]
+        for run in _SPACES.finditer(text, shift):
+            start, end = run.span()
+            breaks.append(start - shift + 1)
+            shift += end - start - 1
+            shifts.append(shift)
+
+        def to_text(position: int) -> int:
+            return position + shifts[bisect.bisect_right(breaks, position) - 1]
+
+        self._starts[name] = to_text
+        return to_text
+
+@functools.cache
+def char_class(unicode_set: str) -> re.Pattern:
+    """A compiled regex matching one character of an ICU UnicodeSet (``"[:Cf:]"``,
+    ``"[:^ccc=0:]"``): a C-speed test for "does this text hold any of these", where a Python
+    loop over the characters would cost a microsecond a character."""
+    ranges = icu.UnicodeSet(unicode_set).ranges()
+    body = "".join(re.escape(low) if low == high else f"{re.escape(low)}-{re.escape(high)}" for low, high in ranges)
+    return re.compile(f"[{body}]")
 
 
 @functools.lru_cache(maxsize=32)
@@ -206,7 +266,7 @@ def normalize(text: str) -> Normalized:
 
 def fold(text: str) -> str:
     """The key of a short string (a keyword, a phrase): what it is compared by."""
-    return " ".join(text.translate(_KEY).split())
+    return " ".join(_KEY.translate(text).split())
 
 
 def skeleton(text: str) -> str:
