@@ -71,6 +71,7 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     ("GET", "receipts/export/"):                    (401,  200,  200,  200,  200,  200),  # filtered (approver/outsider: empty file)
     ("GET", "receipts/{receipt_id}/"):              (401,  200,  404,  200,  200,  404),
     ("GET", "receipts/{receipt_id}/verify/"):       (401,  200,  404,  200,  200,  404),
+    ("GET", "receipts/keys/"):                      (401,  200,  200,  200,  200,  200),  # public keys: anyone logged in
     # --- policies: anyone with a role reads; governance admins write and dry-run.
     ("GET", "policies/"):                           (401,  200,  200,  200,  200,  403),
     ("POST", "policies/"):                          (401,  403,  403,  403,  201,  403),
