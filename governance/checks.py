@@ -23,7 +23,7 @@ def model_hosts_are_listed(app_configs, **kwargs):
     if settings.WARRANT.get("MODEL_ALLOWED_HOSTS"):
         return []
     return [checks.Warning(
-        "WARRANT_MODEL_ALLOWED_HOSTS is empty: model profiles may reach any host",
+        "WARRANT_MODEL_ALLOWED_HOSTS is empty: model profiles may reach any public host",
         hint="List the hosts of your model servers (comma-separated), so that a profile edited through the API "
              "or the admin cannot make the workers call anywhere else.",
         id="governance.W002",
@@ -35,7 +35,7 @@ def tool_hosts_are_listed(app_configs, **kwargs):
     if settings.WARRANT.get("TOOL_ALLOWED_HOSTS"):
         return []
     return [checks.Warning(
-        "WARRANT_TOOL_ALLOWED_HOSTS is empty: MCP-over-HTTP and OpenAPI tool sources may reach any host",
+        "WARRANT_TOOL_ALLOWED_HOSTS is empty: MCP-over-HTTP and OpenAPI tool sources may reach any public host",
         hint="List the hosts of your tool services (comma-separated), so that a tool source registered through the "
              "API or the admin cannot make the workers call anywhere else.",
         id="governance.W003",
