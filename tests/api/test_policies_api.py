@@ -223,6 +223,7 @@ def test_a_stored_regex_re2_cannot_run_fails_closed_and_readyz_names_it(admin, c
     assert "RE2" in unsound[0]["problems"][0]
 
 
+@pytest.mark.django_db(transaction=True)  # the run starts on commit
 def test_a_run_meeting_a_stored_regex_re2_cannot_run_fails_closed(operator):
     # Python's re ran this backreference; RE2 cannot, so the policy cannot decide: nothing runs.
     from tests.runs.helpers import start, tools_called
