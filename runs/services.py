@@ -179,7 +179,9 @@ def _write_events(run: Run, first_seq: int, events: list[tuple[int, str, dict]])
         data = redaction.redact(data, kinds=kinds, secrets=secrets)
         prev, data = chain_event(prev=prev, seq=seq, step=step, kind=kind, data=data)
         rows.append((run_id, seq, step, kind, fields[4].get_db_prep_save(data, connection), prev, now))
-    run.trace_head = (first_seq + len(events) - 1, prev)
+    # The next write of this run in this process chains to it without a read, once it is
+    # committed: a rolled-back write must leave nothing to chain to.
+    transaction.on_commit(partial(setattr, run, "trace_head", (first_seq + len(events) - 1, prev)))
     per_statement = max(1, (connection.features.max_query_params or 60_000) // len(fields))
     with connection.cursor() as cursor:
         for start in range(0, len(rows), per_statement):

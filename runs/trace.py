@@ -43,7 +43,7 @@ def trace_of(run_id) -> list[tuple[int, int, str, object, str]]:
 def trace_head_of(run) -> tuple[int, str]:
     """(events, head) of the run's trace, as sealed into its receipt: the last event's seq and hash.
 
-    The writer just left both on the run when it wrote the final events; read otherwise."""
+    Known without a read when this process's last committed write of the run was the last event."""
     known = getattr(run, "trace_head", None)
     if known is not None and known[0] == run.event_seq:
         return known
