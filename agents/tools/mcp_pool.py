@@ -49,9 +49,13 @@ def max_sessions() -> int:
 
 def session_key(source, credential: dict[str, str]) -> str:
     """What decides which process is started or which server is spoken to, as one digest."""
+    from agents.tools.sandbox import isolation, passed_through
+
     material = {
         "id": source.pk, "kind": source.kind, "command": source.command, "url": source.url,
-        "env": sorted((n, os.environ.get(n)) for n in source.env_passthrough),
+        # What the server is actually given: a variable dropped from WARRANT_SECRET_ENV_ALLOWED gets a new process.
+        "env": sorted(passed_through(source).items()),
+        "sandbox": isolation()["mode"],
         "credential": {k: hashlib.sha256(v.encode()).hexdigest() for k, v in credential.items()},
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()

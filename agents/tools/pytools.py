@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from django.utils.module_loading import import_string
 
+from agents.tools.allowed import python_path_allowed
 from agents.tools.envelopes import ToolContext
 
 _SIMPLE = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
@@ -92,6 +93,8 @@ def describe(path: str, func) -> FunctionTool:
 
 
 def functions_at(path: str) -> list[FunctionTool]:
+    if not python_path_allowed(path):  # whoever calls: importing runs the module's code
+        raise SignatureError(f"{path} is outside the modules this deployment allows (WARRANT_PYTHON_TOOL_MODULES)")
     try:
         try:
             target = importlib.import_module(path)
