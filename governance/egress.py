@@ -57,12 +57,12 @@ class _Rule:
                     f"the host resolves to a {_kind(address)} address; list the host in {self.setting} or the "
                     "network in WARRANT_EGRESS_PRIVATE_NETWORKS to allow it")
 
-    def vet(self, host: str, port: int) -> str:
-        """Check `host` and every address it resolves to; the address to connect to."""
+    def vet(self, host: str, port: int) -> list[str]:
+        """Check `host` and every address it resolves to; the addresses to connect to, in order."""
         self.check_host(host)
         addresses = _resolve(host, port)
         self.check_addresses(host, addresses)
-        return addresses[0]
+        return addresses
 
 
 def _address(raw: str):
@@ -148,9 +148,14 @@ class _GuardedBackend(httpcore.NetworkBackend):
         self._rule, self._inner = rule, httpcore.SyncBackend()
 
     def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        address = self._rule.vet(host, port)
-        return self._inner.connect_tcp(address, port, timeout=timeout, local_address=local_address,
-                                       socket_options=socket_options)
+        failure = None
+        for address in self._rule.vet(host, port):  # each checked address in turn, as a resolver's order says
+            try:
+                return self._inner.connect_tcp(address, port, timeout=timeout, local_address=local_address,
+                                               socket_options=socket_options)
+            except httpcore.ConnectError as exc:
+                failure = exc
+        raise failure
 
     def connect_unix_socket(self, path, timeout=None, socket_options=None):
         raise EgressRefused("unix sockets are not reached from admin-supplied URLs")
@@ -188,8 +193,14 @@ def async_client(*, allowed_hosts: Iterable[str] = (), setting: str = "", **opti
                 raise EgressRefused(f"the host does not resolve ({type(exc).__name__})") from None
             addresses = list(dict.fromkeys(info[4][0] for info in infos))
             rule.check_addresses(host, addresses)
-            return await self._inner.connect_tcp(addresses[0], port, timeout=timeout, local_address=local_address,
-                                                 socket_options=socket_options)
+            failure = None
+            for address in addresses:
+                try:
+                    return await self._inner.connect_tcp(address, port, timeout=timeout, local_address=local_address,
+                                                         socket_options=socket_options)
+                except httpcore2.ConnectError as exc:
+                    failure = exc
+            raise failure
 
         async def connect_unix_socket(self, path, timeout=None, socket_options=None):
             raise EgressRefused("unix sockets are not reached from admin-supplied URLs")
