@@ -64,6 +64,7 @@ class _Table:
     def __init__(self, convert):
         self.codes: dict[int, str] = {}
         self._convert = convert
+        self._ascii_ready = False
 
     def translate(self, text: str) -> str:
         return text.translate(self.ready(text))
@@ -74,6 +75,11 @@ class _Table:
 
     def ready(self, text: str) -> dict[int, str]:
         codes = self.codes
+        if text.isascii():  # most text: all of ASCII is filled in on first sight
+            if not self._ascii_ready:
+                codes.update((code, self._convert(chr(code))) for code in range(128))
+                self._ascii_ready = True
+            return codes
         missing = {ord(c) for c in set(text)} - codes.keys()
         if not missing:
             return codes
