@@ -25,7 +25,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from governance.rows import converted, from_row, insert_row
+from governance.rows import converted, from_row
 from runs import signing
 from runs.models import Receipt, ReceiptCheckpoint, WitnessSink
 from warrant_verify.messages import checkpoint_message
@@ -70,7 +70,10 @@ def _statements() -> dict[str, str]:
     point, sink = ReceiptCheckpoint._meta, WitnessSink._meta
     columns = ", ".join(qn(field.column) for field in point.concrete_fields)
     table = qn(sink.db_table)
+    inserted = [field for field in point.concrete_fields if not field.primary_key]
     return {
+        "insert": f"INSERT INTO {qn(point.db_table)} ({', '.join(qn(f.column) for f in inserted)}) "
+                  f"VALUES ({', '.join(['%s'] * len(inserted))})",
         "checkpoint": f"SELECT {columns} FROM {qn(point.db_table)} WHERE {qn('seq')} = %s",
         "sinks": f"SELECT {qn('name')}, {qn('delivered_seq')}, {qn('failed_at')} FROM {table}",
         "delivered": f"UPDATE {table} SET {qn('delivered_seq')} = %s, {qn('delivered_at')} = %s, "
@@ -100,11 +103,13 @@ def checkpoint_head(head: tuple[int, str] | None = None) -> ReceiptCheckpoint | 
     at = timezone.now()
     signature = signing.sign(checkpoint_message(checkpoint_document(seq=seq, head=hash_, at=at, key_id=key_id,
                                                                     signature=None)))
-    point = ReceiptCheckpoint(seq=seq, head=hash_, at=at, key_id=key_id, signature=signature)
+    point = ReceiptCheckpoint(seq=seq, head=hash_, at=at, key_id=key_id, signature=signature, created_at=at)
+    params = [field.get_db_prep_save(getattr(point, field.attname), connection)
+              for field in ReceiptCheckpoint._meta.concrete_fields if not field.primary_key]
     try:
-        with transaction.atomic():
-            insert_row(point)
-    except IntegrityError:  # another publisher signed this head first: send theirs
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(_statements()["insert"], params)
+    except IntegrityError:  # another publisher signed this head first (unique seq): send theirs
         return _stored_checkpoint(seq)
     return point
 
