@@ -6,9 +6,12 @@ pattern, and refuses, at compile time, the features that need backtracking (back
 lookaround, atomic groups, possessive quantifiers) and programs bigger than its memory budget.
 A pattern that does not compile here is refused on save and fails its policy closed at run time.
 
-RE2's `\\w`, `\\d` and `\\b` are ASCII-only; `\\pL`, `\\p{Cyrillic}` and friends are Unicode.
+RE2's `\\w`, `\\d` and `\\b` are ASCII-only; `\\pL`, `\\p{Cyrillic}` and friends are Unicode. A
+pattern that uses `\\b` or `\\w` with letters of other scripts is refused: on RE2 it would
+silently stop matching what it matched on Python's re.
 """
 
+import re
 from functools import lru_cache
 
 import re2
@@ -58,7 +61,17 @@ def pattern_problem(pattern: str) -> str | None:
         compile_pattern(pattern)
     except PatternError as exc:
         return str(exc)
+    escapes = {m.group(1) for m in _ESCAPE.finditer(pattern)}
+    if escapes & set("bBwW") and (not pattern.isascii() or escapes & set("pP")):
+        # On Python's re, \bзарплата\b matched; on RE2 it never does (no ASCII word character
+        # on either side). Refused, so such a policy fails closed instead of matching nothing.
+        return ("invalid regex: policy regexes run on RE2, whose \\b and \\w know ASCII letters only, and "
+                "this pattern uses them with letters of other scripts; write (?:^|[^\\pL\\pN_]) for a word "
+                "boundary and [\\pL\\pN_] for a word character")
     return None
+
+
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 
 def _reason(pattern: str, exc: Exception) -> str:

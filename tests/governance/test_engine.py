@@ -519,6 +519,8 @@ def test_the_catastrophic_pattern_is_answered_by_re2():
         (r"(?>a+)b", "atomic groups"),
         (r"a{2000}", "counted repetition"),
         (r"(?:[\pL\pN]{500}){1,2}", "too large"),
+        # Python's re matched this; RE2's \b is ASCII, so it would silently never match
+        ("\\b\u0437\u0430\u0440\u043f\u043b\u0430\u0442\u0430\\b", "ASCII letters only"),
     ],
 )
 def test_a_regex_re2_cannot_run_is_unsound_and_says_why(regex, why):
@@ -527,3 +529,9 @@ def test_a_regex_re2_cannot_run_is_unsound_and_says_why(regex, why):
     assert "RE2" in problem and why in problem
     with pytest.raises(PolicyEvaluationError, match="RE2"):
         engine.intent_guard([spec], agent="a", text="anything")
+
+
+def test_a_regex_in_another_script_matches_when_written_the_re2_way():
+    spec = make("intent_guard", keywords=[], regex=r"(?:^|[^\pL\pN_])\x{437}\x{430}\x{440}\x{43f}\x{43b}\x{430}\x{442}\x{430}")
+    assert engine.validate(spec) == []
+    assert engine.match_text(spec, "\u043a\u0430\u043a\u0430\u044f \u0437\u0430\u0440\u043f\u043b\u0430\u0442\u0430?") is not None
