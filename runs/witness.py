@@ -110,7 +110,10 @@ def checkpoint_head(head: tuple[int, str] | None = None) -> ReceiptCheckpoint | 
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(_statements()["insert"], params)
     except IntegrityError:  # another publisher signed this head first (unique seq): send theirs
-        return _stored_checkpoint(seq)
+        stored = _stored_checkpoint(seq)
+        if stored is None:
+            raise  # not a lost race: say what the database refused
+        return stored
     return point
 
 
