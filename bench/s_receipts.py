@@ -34,6 +34,7 @@ def _build_chain(n: int) -> None:
     operator = get_user_model().objects.get(username="operator")
     real = run_start(agent_slug=djangoenv.AGENT, input_text=PROMPT, caller=operator)[0]
     sealed = Receipt.objects.get(run_id=real.id)
+    real = Run.objects.get(id=real.id)  # as it ended
     template = json.loads(sealed.body) | {"trace": {"events": 0, "head": GENESIS}, "approvals": [],
                                            "input_sha256": sha256(PROMPT), "output_sha256": sha256("")}
     key_id = signing.signing_key()[0]
@@ -44,7 +45,8 @@ def _build_chain(n: int) -> None:
         runs, receipts = [], []
         for _ in range(min(batch, n - seq)):
             run = Run(id=uuid.uuid4(), agent=agent, agent_version_id=real.agent_version_id, caller=operator,
-                      input=PROMPT, status="succeeded", snapshot={}, state={})
+                      input=PROMPT, status="succeeded", snapshot={}, state={}, tainted=real.tainted,
+                      stop_reason=real.stop_reason, error=real.error, policy_snapshot_sha256=real.policy_snapshot_sha256)
             body = canonical(template | {"run_id": str(run.id)})
             seq += 1
             hash_ = chain_hash(prev_hash, body)

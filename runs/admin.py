@@ -27,7 +27,7 @@ from governance.roles import describe, unstaffed_approver_roles
 from runs import provenance, selectors
 from runs.access_log import receipt_access_record
 from runs.models import ApprovalRequest, Receipt, ReceiptAccess, Run, RunEvent, SideEffect
-from runs.signing import key_set
+from runs.signing import verifying_keys
 from runs.verification import (receipt_own_problems, receipt_verify, receipt_verify_chain,
                                receipt_verify_since_checkpoint)
 from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, export_part, receipts_export
@@ -357,7 +357,7 @@ class ReceiptAdmin(WorkbenchAdmin):
 
     def changelist_view(self, request, extra_context=None):
         chain = _chain_for(request)
-        token, keys_token = _page_chain.set(chain), _page_keys.set(key_set())
+        token, keys_token = _page_chain.set(chain), _page_keys.set(verifying_keys())
         try:
             response = super().changelist_view(request, extra_context={
                 **(extra_context or {}), "chain": chain, "export_query": request.GET.urlencode(),

@@ -10,6 +10,7 @@ and the log says so. Retired public keys come from WARRANT_RECEIPT_PUBLIC_KEYS_F
 
 import base64
 import binascii
+import hashlib
 import json
 import logging
 import os
@@ -175,3 +176,34 @@ def key_set_document() -> dict:
 def key_set() -> dict[str, Ed25519PublicKey]:
     """Key id -> public key, for verification."""
     return load_key_set(key_set_document())
+
+
+class _RememberingKey:
+    """A public key that remembers the signatures it found good, so verifying the same receipts
+    and checkpoints again (every API verify, every workbench page) costs a digest each instead of
+    an Ed25519 check. Only successes are kept, keyed by sha256(public key, message, signature):
+    nothing an attacker can put in the database makes a bad signature pass."""
+
+    _good: set = set()
+    LIMIT = 500_000  # about 50 MB; past it the memory starts over
+
+    def __init__(self, key: Ed25519PublicKey):
+        self._key = key
+        self._raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+    def verify(self, signature: bytes, message: bytes) -> None:
+        seen = hashlib.sha256(self._raw + signature + message).digest()
+        if seen in self._good:
+            return
+        self._key.verify(signature, message)  # raises InvalidSignature
+        if len(self._good) >= self.LIMIT:
+            self._good.clear()
+        self._good.add(seen)
+
+    def __getattr__(self, name):
+        return getattr(self._key, name)
+
+
+def verifying_keys() -> dict:
+    """key_set() for verification in this process: the same keys, remembering good signatures."""
+    return {kid: _RememberingKey(key) for kid, key in key_set().items()}

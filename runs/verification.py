@@ -196,7 +196,7 @@ def verify(*, upto_seq: int | None = None, receipt: Receipt | None = None, worke
     """Everything, or (given a receipt) the chain up to it, its own run, and what concerns the whole
     chain (the witness, runs without a receipt, the triggers)."""
     made_at = witness._iso(timezone.now())
-    keys = signing.key_set()
+    keys = signing.verifying_keys()
     documents, problems = _checkpoints()
     wanted = {d.get("seq") for found in documents.values() for d in found}
     if receipt is not None:
@@ -235,7 +235,7 @@ def receipt_verify_since_checkpoint() -> Verification:
     """For pages that show the chain's state on every load: signatures and links of the receipts
     after the newest signed checkpoint that matches the chain (it vouches for those before it:
     its head is receipt #seq's hash, which chains to all of them). No checkpoint: from #1."""
-    keys = signing.key_set()
+    keys = signing.verifying_keys()
     since, prev, problems = 0, GENESIS, []
     for point in ReceiptCheckpoint.objects.order_by("-seq")[:5]:
         failures = chain.verify_checkpoints([point.document()], keys=keys, hash_at={}, first_seq=1, last_seq=0,
@@ -260,4 +260,4 @@ def receipt_own_problems(receipt: Receipt, *, keys=None) -> list[str]:
     run, its signature): the workbench badges check every receipt they show this way."""
     record = {c: getattr(receipt, c) for c in _RECEIPT_COLUMNS}
     record["id"], record["run_id"] = str(receipt.id), str(receipt.run_id)
-    return chain.check_receipt(record, keys if keys is not None else signing.key_set())
+    return chain.check_receipt(record, keys if keys is not None else signing.verifying_keys())
