@@ -1,6 +1,7 @@
 """The web side: production settings that refuse to start half-configured and pass
 `check --deploy`, security headers, login lockout, CSRF on session-authenticated API calls."""
 
+import base64
 import os
 import secrets
 import subprocess
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.contrib.auth import get_user_model
 from django.test import Client
 
@@ -16,7 +18,10 @@ pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = {"DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": secrets.token_urlsafe(64),
               "DJANGO_ALLOWED_HOSTS": "warrant.example.com,testserver", "WARRANT_MODEL_ALLOWED_HOSTS": "llm.internal",
-              "WARRANT_TOOL_ALLOWED_HOSTS": "tools.internal", "WARRANT_CACHE_URL": "redis://127.0.0.1:6379/1"}
+              "WARRANT_TOOL_ALLOWED_HOSTS": "tools.internal", "WARRANT_CACHE_URL": "redis://127.0.0.1:6379/1",
+              # A production signing key, given as the environment variable's base64 form.
+              "WARRANT_RECEIPT_SIGNING_KEY": base64.b64encode(
+                  Ed25519PrivateKey.generate().private_bytes_raw()).decode()}
 
 
 def _python(code: str, env: dict, tmp_path) -> subprocess.CompletedProcess:
@@ -30,6 +35,7 @@ def _python(code: str, env: dict, tmp_path) -> subprocess.CompletedProcess:
     ("WARRANT_MODEL_ALLOWED_HOSTS", "governance.W002"),  # model servers may be anywhere
     ("WARRANT_TOOL_ALLOWED_HOSTS", "governance.W003"),  # tool services may be anywhere
     ("WARRANT_CACHE_URL", "governance.W004"),  # each web process counts rate limits alone
+    ("WARRANT_RECEIPT_SIGNING_KEY", "governance.E010"),  # no run could be sealed
 ])
 def test_check_deploy_warns_about_each_production_setting_left_out(unset, warning, tmp_path):
     env = {k: v for k, v in PRODUCTION.items() if k != unset}
