@@ -16,8 +16,8 @@ from agents.models import (
 from agents.backends import registered_names
 from agents.services import agent_publish, model_profile_check, tool_update
 from governance.api_errors import DomainError
-from governance.roles import StaffedApproverRoleForm
 from governance.permissions import is_governance_admin
+from governance.roles import StaffedApproverRoleForm
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
