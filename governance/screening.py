@@ -6,11 +6,15 @@ approval, a miss can cost an unreviewed side effect, so the screen leans towards
 
 Besides plain phrasing it looks through the usual disguises (see garak's encoding probes):
 base64/32/16, ascii85, quoted-printable, ROT13, Atbash, leetspeak, Morse, NATO spelling,
-Braille, zalgo marks, letters spaced out, and ASCII smuggled in Unicode tag characters or
-variant selectors. Text outside ASCII is also read as a person reads it (governance.text:
+Braille, zalgo marks, letters spaced out, text written backwards, and ASCII smuggled in Unicode
+tag characters or variant selectors; and it peels encoded layers off (governance.layers:
+URL-encoding, HTML entities, JSON escapes, base64 of text or of gzip/zlib/deflate, nested a few
+deep, bounded). Text outside ASCII is also read as a person reads it (governance.text:
 NFKC, so fullwidth letters are letters; invisible characters gone; Cyrillic or Greek
 lookalikes read as the Latin letters they pass for), and the ASCII decoders run on that
-reading too. A disguised order is reported under its own name plus `encoded_text`.
+reading too. A disguised order is reported under its own name plus `encoded_text`, and so is
+an encoded layer that hides readable words even when they hold no order: obfuscation inside a
+request is itself the signal, and it costs one approval.
 """
 
 import base64
@@ -19,14 +23,18 @@ import quopri
 import re
 import unicodedata
 
+from governance.layers import peel
 from governance.memo import DigestMemo, digest
-from governance.text import char_class, normalize
+from governance.text import char_class, mixed_script, normalize
 
 # Orders to call tools or to mail someone are normal from the caller, suspicious inside data.
 DATA_ONLY = {"tool_order", "exfiltration", "destructive_order", "markdown_exfil"}
 
 _PATTERNS = [
-    ("override", r"\b(ignore|disregard|forget|override)\b[^.\n]{0,40}\b(instructions|rules|prompt|policies|guidelines|directions)\b"),
+    ("override", r"\b(ignore|disregard|forget|override)\b[^.\n]{0,40}\b(instructions|rules|prompt|policies|guidelines|directions)\b"
+                 # the same order without those words: "set aside what you were told before"
+                 r"|\b(ignore|disregard|forget|set aside|put aside|throw out)\s+(all of\s+)?(what|everything|anything) you"
+                 r"('ve| have|'d| had)?( been| were)? (told|given|asked)\b[^.\n]{0,20}\b(before|earlier|previously|so far|until now)\b"),
     ("role_change", r"\byou are now\b|\bact as (an?|the) (admin|administrator|system|developer)\b"),
     ("new_instructions", r"\b(new|updated|real) (instructions|orders|task)\s*:"),
     ("system_prompt", r"\b(system prompt|developer message)\b|<\|?(im_start|system)\|?>"),
@@ -54,9 +62,10 @@ def screen(text: str, *, data: bool = False) -> list[str]:
     # Braille, combining marks, other scripts) cannot occur: their scans are skipped.
     ascii_only = text.isascii()
     found = _patterns(text, data)
-    decoded = [d for d in _decodings(text, ascii_only) if d and d != text]
+    decodings, smuggled = _decodings(text, ascii_only)
+    decoded = [d for d in decodings if d and d != text]
     hidden = not ascii_only and _hidden_characters(text)
-    encoded = hidden or _opaque(text, ascii_only)
+    encoded = hidden or smuggled or _opaque(text, ascii_only) or _disguised_words(text, ascii_only)
     # A disguised order is suspicious whoever sends it, so decoded text is screened as data;
     # only what the disguise added counts (leetspeak of a plain request is still that request).
     plain_hits = found if data else _patterns(text, True)
@@ -171,13 +180,37 @@ def _opaque(text: str, ascii_only: bool = False) -> bool:
     return False
 
 
+_FULLWIDTH_WORD = re.compile("[\uFF21-\uFF3A\uFF41-\uFF5A]{2,}")
+_MIXED_TOKEN = re.compile(r"\S*[A-Za-z]\S*")
+
+
+def _disguised_words(text: str, ascii_only: bool = False) -> bool:
+    """Words a person reads but that are not written as words: spelled out letter by letter,
+    in fullwidth forms, or with look-alike letters of another script inside Latin words. One
+    such word is a style or a name; a sentence of them is a disguise."""
+    for run in _SPACED_RUN.finditer(text):
+        words = [w for w in re.split(r"[ \t]{2,}", run.group(0)) if len(w.replace(" ", "")) >= 2]
+        if len(words) >= 3 and len(run.group(0).replace(" ", "")) >= 12:
+            return True
+    if ascii_only:
+        return False
+    if _count(_FULLWIDTH_WORD, text, 4):
+        return True
+    mixed = 0
+    for token in _MIXED_TOKEN.findall(text):
+        if not token.isascii() and any(ch.isalpha() and not ch.isascii() for ch in token) and mixed_script(token):
+            mixed += 1
+            if mixed >= 2:
+                return True
+    return False
+
+
 def _script(ch: str) -> str:
     return unicodedata.name(ch, "UNKNOWN").split(" ")[0]
 
 
 # --- decoders ------------------------------------------------------------------------------
 
-_B64 = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
 _B32 = re.compile(r"[A-Z2-7]{16,}=*")
 _HEX = re.compile(r"(?:[0-9a-fA-F]{2}){8,}")
 _A85 = re.compile(r"\S{20,}")
@@ -216,8 +249,9 @@ _ATBASH = str.maketrans(
 )
 
 
-def _decodings(text: str, ascii_only: bool = False) -> list[str]:
-    """Readable texts hidden in `text`, one per disguise that yields any."""
+def _decodings(text: str, ascii_only: bool = False) -> tuple[list[str], bool]:
+    """Readable texts hidden in `text`, one per disguise that yields any, and whether a disguise
+    hid readable words (an encoded layer that a person cannot read, a line written backwards)."""
     out = []
     read = text
     if not ascii_only:  # each of these needs characters outside ASCII to yield anything
@@ -233,19 +267,26 @@ def _decodings(text: str, ascii_only: bool = False) -> list[str]:
         read = normalize(text).read
         if read != text:
             out.append(read)
-    return [plain for plain in out + _ascii_decodings(read) if plain]
+    out += _ascii_decodings(read)
+    layers, smuggled = peel(read)
+    for layer in layers:
+        # A layer can hold any disguise in turn (entities of look-alike letters, base64 of ROT13).
+        layer_read = layer if layer.isascii() else normalize(layer).read
+        # A short layer (one base64 token) may be in any disguise; a long one (the whole text
+        # with its escapes undone) is read as it is, and backwards: the rest would cost a pass
+        # over the whole text for each disguise, for orders encoded twice in two different ways.
+        out += [layer, layer_read] + (_ascii_decodings(layer_read) if len(layer_read) <= SHORT_LAYER_CHARS
+                                      else [_backwards(layer_read)])
+        smuggled = smuggled or _reads_backwards(layer_read)
+    return [plain for plain in dict.fromkeys(out) if plain], smuggled or _reads_backwards(read)
 
 
 def _ascii_decodings(text: str) -> list[str]:
-    out = [text.translate(_ROT13), text.translate(_ATBASH), text.translate(_LEET), _despaced(text)]
+    out = [text.translate(_ROT13), text.translate(_ATBASH), text.translate(_LEET), _despaced(text), _backwards(text)]
     out += [_morse(m.group(0)) for m in _MORSE.finditer(text)]
     out += ["".join(w[0] for w in re.findall(r"[A-Za-z-]+", m.group(0))) for m in _NATO.finditer(text)]
     if len(_QP.findall(text)) >= 3:
         out.append(_bytes_text(lambda: quopri.decodestring(text.encode("utf-8", "ignore"))))
-    for match in _B64.finditer(text):
-        token = match.group(0)
-        out.append(_bytes_text(lambda: base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_"
-                                                        if "-" in token or "_" in token else None)))
     for match in _B32.finditer(text):
         token = match.group(0).rstrip("=")
         out.append(_bytes_text(lambda: base64.b32decode(token + "=" * (-len(token) % 8))))
@@ -272,6 +313,50 @@ def _despaced(text: str) -> str:
     joined = _SPACED_RUN.sub(lambda m: " ".join(w.replace(" ", "").replace("\t", "")
                                                 for w in re.split(r"[ \t]{2,}", m.group(0))), joined)
     return joined if joined != text else ""
+
+
+# Words that fill any English sentence and that written backwards are no word in English or in
+# the languages near it ("is", "an", "at" are left out: "si", "na", "ta" are Spanish, Polish and
+# Slovak words): a line where they only appear backwards was written backwards.
+_FUNCTION_WORDS = frozenset("the to and of with for you your this that from have will all please our by be".split())
+_BACKWARDS = re.compile(r"\b(?:" + "|".join(word[::-1] for word in _FUNCTION_WORDS) + r")\b", re.IGNORECASE)
+_LATIN_WORD = re.compile(r"[a-z]+")
+
+
+# The words the patterns are made of, written backwards: only text holding one is worth reading
+# backwards. Substring tests: one regex alternation of them would cost more than the patterns.
+_BACKWARDS_HINTS = tuple(word[::-1] for word in (
+    "ignore disregard forget override instruction rules prompt polic guideline aside told "
+    "system developer orders task call invoke execute send forward email mail "
+    "delete remove drop wipe erase purge close account").split())
+SHORT_LAYER_CHARS = 1024
+
+
+def _backwards(text: str) -> str:
+    lower = text.lower()
+    return text[::-1] if any(hint in lower for hint in _BACKWARDS_HINTS) else ""
+
+
+# Words that fill any English sentence and that written backwards are no word in English or in
+# the languages near it ("is", "an", "at" are left out: "si", "na", "ta" are Spanish, Polish and
+# Slovak words): a line where they only appear backwards was written backwards.
+_FUNCTION_WORDS = frozenset("the to and of with for you your this that from have will all please our by be".split())
+_BACKWARDS = re.compile(r"\b(?:" + "|".join(word[::-1] for word in _FUNCTION_WORDS) + r")\b", re.IGNORECASE)
+_RARE_BACKWARDS = ("eht", "htiw", "uoy", "siht", "taht", "morf", "evah", "lliw", "esaelp")
+_LATIN_WORD = re.compile(r"[a-z]+")
+
+
+def _reads_backwards(text: str) -> bool:
+    lower = text.lower()
+    if sum(1 for word in _RARE_BACKWARDS if word in lower) < 2:  # nearly all text stops here
+        return False
+    for line in text.splitlines():
+        backward = len(_BACKWARDS.findall(line))
+        if backward >= 3:
+            forward = sum(1 for word in _LATIN_WORD.findall(line.lower()) if word in _FUNCTION_WORDS)
+            if backward > 2 * forward:
+                return True
+    return False
 
 
 def _bytes_text(decode) -> str:
