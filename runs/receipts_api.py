@@ -95,6 +95,12 @@ class VerificationFailureSerializer(serializers.Serializer):
     receipt = serializers.UUIDField(allow_null=True)
 
 
+class AnchorSerializer(serializers.Serializer):
+    seq = serializers.IntegerField(help_text="The checkpoint's seq: its signed head is that receipt's hash.")
+    where = serializers.ChoiceField(choices=["witness", "database"],
+                                    help_text="witness: a line of the witness file; database: the database's copy.")
+
+
 class VerificationSerializer(serializers.Serializer):
     valid = serializers.BooleanField()
     receipt = serializers.UUIDField(allow_null=True)
@@ -102,16 +108,25 @@ class VerificationSerializer(serializers.Serializer):
     check = serializers.CharField(help_text="The first failed check ('' when valid).")
     reason = serializers.CharField()
     failures = VerificationFailureSerializer(many=True)
+    anchor = AnchorSerializer(allow_null=True, help_text="The signed checkpoint the receipt chains to; null: not "
+                                                         "yet anchored (no checkpoint at or after it yet).")
+    walked = serializers.IntegerField(help_text="Receipts whose links and signatures were checked.")
 
 
 class ReceiptVerifyApi(_Receipts, GenericAPIView):
     serializer_class = VerificationSerializer
 
     @extend_schema(operation_id="receipts_verify",
-                   description="The same verification as `manage.py verify_receipts`: signatures and links of the "
-                               "chain up to this receipt, its run's row, trace and approvals against it, runs that "
-                               "ended without a receipt, and the witness's checkpoints. Every failure is listed; one "
-                               "about a receipt or run you may not read says which check failed, not whose.")
+                   description="This receipt in full (hash, canonical body, signature by a known key, its run's "
+                               "row, trace and approvals) and its place in the chain: the link to the receipt "
+                               "before it, and every link and signature from it to the nearest signed checkpoint at "
+                               "or after it (the witness file's first, else the database's), which must match the "
+                               "chain. `anchor` names that checkpoint; with none yet the walk goes to the head and "
+                               "`anchor` is null (not a failure). The newest checkpoints are held against the "
+                               "chain's head (a cut-off tail fails), runs that ended without a receipt and the "
+                               "append-only triggers are checked. `manage.py verify_receipts` checks the whole "
+                               "chain. Every failure is listed; one about a receipt or run you may not read says "
+                               "which check failed, not whose.")
     def get(self, request, receipt_id):
         receipt = get_object_or_404(self.get_queryset(), id=receipt_id)
         result = receipt_verify(receipt=receipt)
@@ -132,8 +147,10 @@ class ReceiptVerifyApi(_Receipts, GenericAPIView):
                                  "receipt": problem.receipt, "reason": problem.reason})
         first = failures[0] if failures else {"receipt": str(receipt.id), "seq": receipt.seq, "check": "",
                                               "reason": result.reason}
+        anchor = {"seq": result.anchor[0], "where": result.anchor[1]} if result.anchor else None
         return Response({"valid": result.valid, "receipt": first["receipt"], "seq": first["seq"],
-                         "check": first["check"], "reason": first["reason"], "failures": failures})
+                         "check": first["check"], "reason": first["reason"], "failures": failures,
+                         "anchor": anchor, "walked": result.checked})
 
 
 class KeySerializer(serializers.Serializer):

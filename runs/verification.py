@@ -47,6 +47,7 @@ class Verification:
     reason: str = ""
     since: int | None = None  # the fast path: receipts up to this seq vouched for by a signed checkpoint
     failures: tuple[Problem, ...] = field(default_factory=tuple)
+    anchor: tuple[int, str] | None = None  # one receipt: (seq, "witness" or "database") of the checkpoint it chains to
 
     @property
     def check(self) -> str:
@@ -160,20 +161,29 @@ def cross_check(records: list[dict]) -> list[Problem]:
     return problems
 
 
+def _record_of(receipt: Receipt) -> dict:
+    record = {c: getattr(receipt, c) for c in _RECEIPT_COLUMNS}
+    record["id"], record["run_id"] = str(receipt.id), str(receipt.run_id)
+    return record
+
+
 def _completeness() -> list[Problem]:
     missing = Run.objects.filter(status__in=TERMINAL, receipt__isnull=True).values_list("id", "status")
     return [Problem("completeness", f"run {run_id}", f"the run ended {status} and has no receipt", run=str(run_id))
             for run_id, status in missing.order_by("finished_at", "id")[:1000]]
 
 
+def _not_sent(stored: list[dict], lines: list[dict]) -> list[dict]:
+    """The database's checkpoints the witness file does not hold already (those are checked there)."""
+    sent = {json.dumps({k: v for k, v in line.items() if k != "_line"}, sort_keys=True) for line in lines}
+    return [d for d in stored if json.dumps(d, sort_keys=True) not in sent]
+
+
 def _checkpoints() -> tuple[dict[str, list[dict]], list[Problem]]:
     """The checkpoints to hold the chain against, by where they are (the database's copies, the
     witness file), and a problem for each witness line that is not one."""
     lines, bad = witness.witness_file_checkpoints()
-    # The database keeps a copy of what it sent: one the witness file holds already is checked there.
-    sent = {json.dumps({k: v for k, v in line.items() if k != "_line"}, sort_keys=True) for line in lines}
-    documents = {"checkpoints": [d for d in (p.document() for p in ReceiptCheckpoint.objects.order_by("seq"))
-                                 if json.dumps(d, sort_keys=True) not in sent],
+    documents = {"checkpoints": _not_sent([p.document() for p in ReceiptCheckpoint.objects.order_by("seq")], lines),
                  "witness": lines}
     return documents, [Problem("witness", "witness file", reason) for reason in bad]
 
@@ -181,54 +191,58 @@ def _checkpoints() -> tuple[dict[str, list[dict]], list[Problem]]:
 _WHERE = {"checkpoints": "runs_receiptcheckpoint", "witness": "witness file"}
 
 
-def _checkpoint_problems(documents: dict, *, keys, hash_at, head_seq, made_at) -> list[Problem]:
+def _checkpoint_problems(documents: dict, *, keys, hash_at, head_seq, made_at, first_seq=1, last_seq=None,
+                         complete=True) -> list[Problem]:
+    """chain.verify_checkpoints over each place's checkpoints; by default against the whole chain."""
     problems = []
     for check, found in documents.items():
+        found = [dict(d) for d in found]
         labels = [f"{_WHERE[check]} line {d.pop('_line')}" if "_line" in d else _WHERE[check] for d in found]
-        for failure in chain.verify_checkpoints(found, keys=keys, hash_at=hash_at, first_seq=1, last_seq=head_seq,
-                                                head_seq=head_seq, complete=True, made_at=made_at, labels=labels,
+        for failure in chain.verify_checkpoints(found, keys=keys, hash_at=hash_at, first_seq=first_seq,
+                                                last_seq=head_seq if last_seq is None else last_seq,
+                                                head_seq=head_seq, complete=complete, made_at=made_at, labels=labels,
                                                 file=check):
             problems.append(Problem(check, f"{_WHERE[check]}: {failure.record}", failure.reason))
     return problems
 
 
-def verify(*, upto_seq: int | None = None, receipt: Receipt | None = None, workers: int = 1) -> Verification:
-    """Everything, or (given a receipt) the chain up to it, its own run, and what concerns the whole
-    chain (the witness, runs without a receipt, the triggers)."""
+def checkpoint_signature_problem(document: dict, *, keys) -> str:
+    """Why this checkpoint is not one the signing keys made ("" when it is); its head is not compared."""
+    failures = chain.verify_checkpoints([{k: v for k, v in document.items() if k != "_line"}], keys=keys, hash_at={},
+                                        first_seq=1, last_seq=0, head_seq=0, complete=False)
+    return failures[0].reason if failures else ""
+
+
+def verify(*, upto_seq: int | None = None, workers: int = 1) -> Verification:
+    """Everything: the chain from #1 (up to `upto_seq`), every run against its receipt, every
+    checkpoint, and the whole chain's checks. One receipt's answer (the API, the workbench's
+    receipt page) is runs.verification_receipt's, bounded by its nearest checkpoint."""
     made_at = witness._iso(timezone.now())
     keys = signing.verifying_keys()
     documents, problems = _checkpoints()
     wanted = {d.get("seq") for found in documents.values() for d in found}
-    if receipt is not None:
-        upto_seq = receipt.seq
     checked, head_seq, _head, walked, hashes = _walk(keys=keys, upto_seq=upto_seq, want_hashes=wanted, workers=workers,
-                                                     cross_check=cross_check if receipt is None else None)
+                                                     cross_check=cross_check)
     problems = walked + problems
-    if receipt is not None:
-        record = {c: getattr(receipt, c) for c in _RECEIPT_COLUMNS}
-        record["id"], record["run_id"] = str(receipt.id), str(receipt.run_id)
-        problems += cross_check([record])
     # Checkpoints past what was walked still compare with the chain as it is.
     actual = Receipt.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
     missing = [seq for seq in wanted if isinstance(seq, int) and seq not in hashes]
     hashes.update(dict(Receipt.objects.filter(seq__in=missing).values_list("seq", "hash")))
     problems += _checkpoint_problems(documents, keys=keys, hash_at=hashes, head_seq=actual, made_at=made_at)
-    problems += _completeness()
-    problems += [Problem("append_only", name, "the append-only trigger is missing or disabled")
-                 for name in append_only.missing(connection)]
-    ok = (f"receipts #1 to #{upto_seq} signed and chained, their runs match" if receipt is not None
-          else f"all {checked} receipts signed and chained, runs, traces, approvals and checkpoints match")
-    return _result(checked, problems, ok_reason=ok)
+    problems += whole_chain_problems()
+    return _result(checked, problems, ok_reason=f"all {checked} receipts signed and chained, runs, traces, "
+                                                "approvals and checkpoints match")
+
+
+def whole_chain_problems() -> list[Problem]:
+    """What no receipt walk shows, each one query: runs ended without a receipt, triggers off."""
+    return _completeness() + [Problem("append_only", name, "the append-only trigger is missing or disabled")
+                              for name in append_only.missing(connection)]
 
 
 def receipt_verify_chain(*, upto_seq: int | None = None, workers: int = 1) -> Verification:
     """The whole verification (the command, the workbench's button); `upto_seq` stops the chain walk there."""
     return verify(upto_seq=upto_seq, workers=workers)
-
-
-def receipt_verify(*, receipt: Receipt) -> Verification:
-    """One receipt: the chain and signatures up to it, its run, events and approvals, and the witness."""
-    return verify(receipt=receipt)
 
 
 def receipt_verify_since_checkpoint() -> Verification:
@@ -238,10 +252,9 @@ def receipt_verify_since_checkpoint() -> Verification:
     keys = signing.verifying_keys()
     since, prev, problems = 0, GENESIS, []
     for point in ReceiptCheckpoint.objects.order_by("-seq")[:5]:
-        failures = chain.verify_checkpoints([point.document()], keys=keys, hash_at={}, first_seq=1, last_seq=0,
-                                            head_seq=0, complete=False)
-        if failures:
-            problems.append(Problem("checkpoints", f"runs_receiptcheckpoint #{point.seq}", failures[0].reason))
+        reason = checkpoint_signature_problem(point.document(), keys=keys)
+        if reason:
+            problems.append(Problem("checkpoints", f"runs_receiptcheckpoint #{point.seq}", reason))
             continue
         stored = Receipt.objects.filter(seq=point.seq).values_list("id", "hash").first()
         if stored is None or stored[1] != point.head:
@@ -258,6 +271,7 @@ def receipt_verify_since_checkpoint() -> Verification:
 def receipt_own_problems(receipt: Receipt, *, keys=None) -> list[str]:
     """What is wrong with this one receipt on its own (hash from its body, canonical v2 body, its
     run, its signature): the workbench badges check every receipt they show this way."""
-    record = {c: getattr(receipt, c) for c in _RECEIPT_COLUMNS}
-    record["id"], record["run_id"] = str(receipt.id), str(receipt.run_id)
-    return chain.check_receipt(record, keys if keys is not None else signing.verifying_keys())
+    return chain.check_receipt(_record_of(receipt), keys if keys is not None else signing.verifying_keys())
+
+
+from runs.verification_receipt import receipt_verify  # noqa: E402, F401  (one receipt; it builds on the above)

@@ -22,7 +22,7 @@ from rest_framework.test import APIClient
 
 from runs import append_only, services, signing
 from runs.models import ApprovalRequest, Receipt, Run, WitnessSink
-from runs.witness import witness_catch_up
+from runs.witness import checkpoint_head, witness_catch_up
 from warrant_verify.jcs import canonicalize
 from warrant_verify.messages import receipt_hash, receipt_message
 
@@ -162,6 +162,20 @@ def test_a_middle_body_rewritten_by_the_key_holder_is_caught_by_the_witness(hist
     """The platform engineer holds the key and re-signs: the signed checkpoints outside disagree."""
     _rechain(2, resign=True, bodies={2: _rewrite_body(_receipt(2), lambda b: b.update(tainted=True))})
     attack(("DELETE FROM runs_receiptcheckpoint", []))
+    _caught(ask_seq=2, checks={"witness"})
+
+
+def test_the_key_holder_who_also_signs_new_database_checkpoints_is_caught_by_the_witness(history):
+    """Re-signed receipts and database checkpoints re-signed to match them: one receipt's verify is
+    anchored by the witness file first, which the key holder cannot rewrite."""
+    compliance = APIClient()
+    compliance.force_authenticate(User.objects.get(username="compliance"))
+    honest = compliance.get(f"/api/v1/receipts/{_receipt(2).id}/verify/").json()
+    assert (honest["valid"], honest["walked"], honest["anchor"]) == (True, 2, {"seq": 2, "where": "witness"})
+    _rechain(2, resign=True, bodies={2: _rewrite_body(_receipt(2), lambda b: b.update(tainted=True))})
+    attack(("DELETE FROM runs_receiptcheckpoint", []))
+    for receipt in Receipt.objects.order_by("seq"):
+        checkpoint_head((receipt.seq, receipt.hash))
     _caught(ask_seq=2, checks={"witness"})
 
 
