@@ -1,4 +1,4 @@
-"""The demo of DESIGN.md: CRM data, tools, roles, users, policies, skills and the crm-assistant.
+"""The demo of docs/design.md: CRM data, tools, roles, users, policies, skills and the crm-assistant.
 
 Idempotent: loading twice changes nothing (passwords are set only when a user is created).
 """

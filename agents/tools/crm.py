@@ -63,7 +63,7 @@ def health_label(score: int) -> str:
 
 
 def health_score(*, open_priorities: Iterable[str], trend_percent: Decimal, nps: int) -> dict:
-    """The DESIGN.md formula, with every component it adds up, so an answer can explain itself."""
+    """The docs/design.md formula, with every component it adds up, so an answer can explain itself."""
     priorities = list(open_priorities)
     counts = {priority: priorities.count(priority) for priority in PRIORITY_PENALTY}
     ticket_penalty = sum(PRIORITY_PENALTY.get(priority, 0) for priority in priorities)

@@ -1,7 +1,7 @@
 """The scripted backend, walked turn by turn through the demo requests with a fake CRM.
 
 No database: the backend is pure, and the fake below answers with the same shapes as the demo
-tools (agents/tools/crm.py), from the demo facts in DESIGN.md.
+tools (agents/tools/crm.py), from the demo facts in docs/design.md.
 """
 
 import json

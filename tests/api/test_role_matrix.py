@@ -15,7 +15,7 @@ A new route, or a new method on an existing route, without a reviewed row fails
 `test_every_route_and_method_has_a_reviewed_row`; a row whose route is gone fails
 `test_every_row_names_an_existing_route`.
 
-Personas (the demo of DESIGN.md):
+Personas (the demo of docs/design.md):
     anonymous   no credentials at all
     operator    role `operators` (may start runs); the caller of every run below
     approver    role `secops` (approves send_email / delete_account)

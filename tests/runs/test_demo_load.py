@@ -1,4 +1,4 @@
-"""The demo loader: everything DESIGN.md lists, and loading twice changes nothing."""
+"""The demo loader: everything docs/design.md lists, and loading twice changes nothing."""
 
 import pytest
 from django.contrib.auth import get_user_model

@@ -117,7 +117,7 @@ def test_the_same_idempotency_key_returns_the_same_run(operator):
                                             "idempotency_key": "k-1"}, format="json")
     again = operator.post("/api/v1/runs/", {"agent": "crm-assistant", "input": "List all accounts."},
                           format="json", HTTP_IDEMPOTENCY_KEY="k-1")
-    # The same run (200), as it is now, marked as a replay (DESIGN.md: "same key again -> the same run").
+    # The same run (200), as it is now, marked as a replay (docs/design.md: "same key again -> the same run").
     assert (first.status_code, again.status_code) == (201, 200)
     assert again.headers["Idempotent-Replayed"] == "true" and "Idempotent-Replayed" not in first.headers
     assert first.json() == again.json()

@@ -32,7 +32,7 @@ def test_an_expired_request_counts_as_denied_and_says_so(demo, django_capture_on
     approval = ApprovalRequest.objects.get(run=run)
     assert approval.status == "expired" and approval.decided_by is None
     assert '"decision":"expired"' in run.receipt.body
-    # The model is told what DESIGN.md promises for a denied or expired call: code "denied".
+    # The model is told what docs/design.md promises for a denied or expired call: code "denied".
     [call] = [e.data for e in run.events.filter(kind="tool_call") if e.data["name"] == "delete_account"]
     assert call["result"]["code"] == "denied" and call["result"]["details"]["decision"] == "expired"
 
