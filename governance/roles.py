@@ -95,7 +95,17 @@ def account_set_up_by(*, user, by_user_id: int) -> bool:
     from django.contrib.auth import get_user_model
     from django.contrib.contenttypes.models import ContentType
 
-    entries = LogEntry.objects.filter(
-        user_id=by_user_id, content_type=ContentType.objects.get_for_model(get_user_model()), object_id=str(user.pk),
-        action_flag__in=(ADDITION, CHANGE)).values_list("action_flag", "change_message")
-    return any(flag == ADDITION or "groups" in message.lower() for flag, message in entries)
+    # Followed through every account set up that way: a puppet the caller made can make the next
+    # one, which the caller never touched.
+    accounts = LogEntry.objects.filter(
+        content_type=ContentType.objects.get_for_model(get_user_model()), action_flag__in=(ADDITION, CHANGE))
+    reached = frontier = {str(by_user_id)}
+    while frontier:
+        set_up = {object_id for object_id, flag, message in accounts.filter(user_id__in=frontier)
+                  .values_list("object_id", "action_flag", "change_message")
+                  if flag == ADDITION or "groups" in message.lower()}
+        if str(user.pk) in set_up:
+            return True
+        frontier = set_up - reached
+        reached |= frontier
+    return False

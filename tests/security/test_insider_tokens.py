@@ -210,3 +210,28 @@ def test_an_account_the_caller_made_or_put_in_the_role_cannot_approve_their_run(
     approver = APIClient()
     approver.force_login(User.objects.get(username="approver"))
     assert approver.post(f"/api/v1/approvals/{approval.id}/approve/", {"reason": "ok"}, format="json").status_code == 200
+
+
+def test_a_puppet_made_by_the_callers_puppet_cannot_approve_their_run(demo):
+    """The caller makes a second superuser, who makes the approver: the caller touched neither
+    the approver's account nor its roles, yet both accounts are theirs."""
+    web = _superuser_web()
+    assert web.post("/admin/auth/user/add/", {"username": "deputy", "password1": "deputy-pass-123",
+                                              "password2": "deputy-pass-123", "usable_password": "true"}).status_code == 302
+    deputy = User.objects.get(username="deputy")
+    User.objects.filter(pk=deputy.pk).update(is_staff=True, is_superuser=True)
+    as_deputy = Client()
+    as_deputy.force_login(User.objects.get(pk=deputy.pk))
+    assert as_deputy.post("/admin/auth/user/add/", {"username": "puppet2", "password1": "puppet-pass-123",
+                                                    "password2": "puppet-pass-123", "usable_password": "true"}).status_code == 302
+    puppet = User.objects.get(username="puppet2")
+    assert as_deputy.post(f"/admin/auth/user/{puppet.pk}/change/", {
+        "username": "puppet2", "is_active": "on", "groups": [Group.objects.get(name="secops").pk],
+        "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00", "initial-date_joined_0": "2026-01-01",
+        "initial-date_joined_1": "00:00:00"}).status_code == 302
+    User.objects.get(username="admin").groups.add(Group.objects.get(name="operators"))
+    approval = _parked_run_of("admin")
+    as_puppet = APIClient()
+    as_puppet.force_login(puppet)
+    answer = as_puppet.post(f"/api/v1/approvals/{approval.id}/approve/", {"reason": "mine"}, format="json")
+    assert answer.status_code == 403 and "created your account" in answer.json()["error"]["message"]
