@@ -42,6 +42,11 @@ demo: install
 # (the log says so). Production sets WARRANT_RECEIPT_SIGNING_KEY_FILE (manage.py receipt_keys generate).
 # The demo's one stdio program is allowed (an empty WARRANT_MCP_STDIO_COMMANDS allows none).
 run: demo sandbox-deps
+	@echo; echo "Warrant on http://127.0.0.1:$(PORT)/"; \
+	echo "  the workbench (admin): http://127.0.0.1:$(PORT)/admin/   the API docs: http://127.0.0.1:$(PORT)/api/v1/docs/"; \
+	echo "  a first call, from another terminal in this directory:"; \
+	echo '    OP=$$(make -s token USER=operator)'; \
+	echo '    curl -s -H "Authorization: Token $$OP" http://127.0.0.1:$(PORT)/api/v1/agents/'; echo
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" WARRANT_MCP_STDIO_COMMANDS="$${WARRANT_MCP_STDIO_COMMANDS-mcp-server-time}" \
 		DJANGO_DEBUG=1 $(PY) manage.py runserver 127.0.0.1:$(PORT)
 

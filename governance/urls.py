@@ -1,8 +1,9 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularAPIView
 
-from governance import health
+from governance import health, pages
 from governance.api_errors import json_404, json_500
 
 api = [
@@ -12,10 +13,18 @@ api = [
     path("", include("skills.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its start-up script as a file: the content security policy allows no inline script.
-    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="docs"),
+    path("docs/", pages.ApiDocsView.as_view(url_name="schema"), name="docs"),
 ]
 
+# The admin's "View site" leads to the landing page.
+admin.site.site_url = "/"
+
 urlpatterns = [
+    path("", pages.landing, name="landing"),
+    # Any user signs in here, staff or not (the admin's login takes staff only); axes throttles both.
+    path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/", pages.account, name="account"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api)),
     path("healthz", health.healthz),
