@@ -4,7 +4,11 @@ django-filter drops an empty value, a repeated parameter or an unreadable boolea
 the unfiltered list, which a client reads as an answer to the question it asked.
 """
 
+from datetime import UTC
+
 import django_filters
+from django.core.exceptions import ValidationError as FieldError
+from django_filters.fields import IsoDateTimeField
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework.exceptions import ValidationError
 
@@ -29,3 +33,21 @@ class StrictFilterBackend(DjangoFilterBackend):
             if problems:
                 raise ValidationError(problems)
         return filterset
+
+
+class UtcIsoDateTimeField(IsoDateTimeField):
+    """An ISO 8601 time the database can compare: a well-formed one at the edge of the calendar
+    (0001-01-01T00:00+01:00) has no UTC time, and the query would fail with a 500."""
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        if value is not None and value.tzinfo is not None:
+            try:
+                value.astimezone(UTC)
+            except OverflowError:
+                raise FieldError("falls outside the years 1 to 9999 in UTC", code="invalid") from None
+        return value
+
+
+class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField

@@ -14,6 +14,7 @@ from governance import redaction
 from governance.auth import ApiTokenAuthentication
 from governance.tokens import auth_via
 from governance.api_errors import Forbidden
+from governance.filters import UtcIsoDateTimeFilter
 from governance.api_fields import StrictSerializer, has_text
 from governance.permissions import CanStartRuns
 from runs import provenance, selectors, services
@@ -104,8 +105,8 @@ class RunFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=Run._meta.get_field("status").choices)
     agent = django_filters.CharFilter(field_name="agent__slug")
     caller = django_filters.CharFilter(field_name="caller__username")
-    created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    created_after = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = Run

@@ -57,11 +57,16 @@ def evidence_period_bound(*, text: str, name: str) -> datetime:
         value = parse_datetime(text.strip())
     except ValueError:  # well formed, but no such day or hour
         value = None
+    shown = text if len(text) <= 40 else text[:40] + "…"
     if value is None:
-        shown = text if len(text) <= 40 else text[:40] + "…"
         raise EvidencePeriodError(f"{name}: {shown!r} is not an ISO 8601 date or date and time "
                                   "(e.g. 2026-01-31 or 2026-01-31T09:30:00Z)")
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    value = value if value.tzinfo else value.replace(tzinfo=UTC)
+    try:  # the database compares in UTC: 0001-01-01T00:00+01:00 has no UTC time
+        value.astimezone(UTC)
+    except OverflowError:
+        raise EvidencePeriodError(f"{name}: {shown!r} falls outside the years 1 to 9999 in UTC") from None
+    return value
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.generics import GenericAPIView, ListAPIView
 from rest_framework.response import Response
 
+from governance.filters import UtcIsoDateTimeFilter
 from runs import selectors, signing
 from runs.access_log import receipt_access_record
 from runs.evidence import EvidenceAccessDenied, EvidencePeriodError, evidence_bundle_stream, evidence_period_bound
@@ -48,8 +49,8 @@ class SeqFilter(django_filters.NumberFilter):
 class ReceiptFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(field_name="run__status", choices=Run._meta.get_field("status").choices)
     agent = django_filters.CharFilter(field_name="run__agent__slug")
-    created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    created_after = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
     seq_after = SeqFilter(field_name="seq", lookup_expr="gt", min_value=0, max_value=MAX_SEQ,
                           help_text="Only receipts after this one in the chain (how a large export is read in parts).")
 

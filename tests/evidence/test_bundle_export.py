@@ -265,6 +265,7 @@ def test_only_a_reader_of_every_receipt_takes_a_bundle(operator, outsider):
     (["--from", "31/01/2026"], "--from: '31/01/2026' is not an ISO 8601 date"),
     (["--to", "2026-01-32"], "--to: '2026-01-32' is not an ISO 8601 date"),
     (["--from", "2026-02-01", "--to", "2026-01-01"], "must start before it ends"),
+    (["--from", "0001-01-01T00:00:00+01:00"], "outside the years 1 to 9999 in UTC"),
     (["--user", "operator"], "only compliance"),
     (["--user", "nobody"], "no active user 'nobody'"),
 ])
@@ -272,6 +273,16 @@ def test_the_command_refuses_what_it_cannot_do_with_a_clear_error(demo, tmp_path
     with pytest.raises(CommandError, match=message):
         call_command("export_evidence", "--out", str(tmp_path / "b"), *(["--user", "compliance"] + args))
     assert not (tmp_path / "b").exists() or not any((tmp_path / "b").iterdir())
+
+
+@pytest.mark.parametrize("query", ["created_before=0001-01-01T00:00:00%2B01:00",
+                                   "created_after=9999-12-31T23:59:59-01:00"])
+@pytest.mark.parametrize("kind", ["bundle", "jsonl"])
+def test_a_bound_with_no_utc_time_is_a_400(compliance, query, kind):
+    response = compliance.get(f"/api/v1/receipts/export/?format={kind}&{query}")
+    assert response.status_code == 400 and "outside the years 1 to 9999" in response.content.decode()
+    runs = compliance.get(f"/api/v1/runs/?{query}")
+    assert runs.status_code == 400 and "outside the years 1 to 9999" in runs.content.decode()
 
 
 def test_the_command_writes_into_an_empty_directory_only(demo, tmp_path):
