@@ -122,9 +122,11 @@ class ToolAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         # A discovered tool's schema and handler come from its source; only a sync or a re-approval changes them.
         # Its trust follows its source's mark; a built-in's is a governance admin's call alone (agents.trust).
+        # A built-in's handler is code the server imports and calls: set by the code that installs
+        # the tool (load_demo), never typed in here (it is outside WARRANT_PYTHON_TOOL_MODULES).
         if obj is not None and obj.tool_source_id:
             return self.readonly_fields + ["name", "input_schema", "handler", "trusted_output"]
-        return self.readonly_fields + ([] if is_governance_admin(request.user) else ["trusted_output"])
+        return self.readonly_fields + ["handler"] + ([] if is_governance_admin(request.user) else ["trusted_output"])
 
     def save_model(self, request, obj, form, change):
         marked = "trusted_output" in form.changed_data

@@ -209,3 +209,20 @@ def test_a_mark_set_in_the_admin_is_recorded_with_who_set_it(demo):
     assert Tool.objects.get(pk=tool.pk).trusted_output is True
     change = TrustChange.objects.get(subject="tool", name=tool.name)
     assert (change.changed_by, change.was_trusted, change.trusted) == (admin_user, False, True)
+
+
+def test_no_one_points_a_built_in_tool_at_other_code_in_the_admin(demo):
+    """A built-in tool's handler is imported and called by the server, outside the modules
+    WARRANT_PYTHON_TOOL_MODULES allows: a superuser who could type it would import any module."""
+    tool = Tool.objects.get(name="list_open_tickets")
+    client = Client()
+    client.force_login(User.objects.get(username="admin"))
+    form = {"name": tool.name, "description": tool.description, "input_schema": json.dumps(tool.input_schema),
+            "enabled": "on", "handler": "antigravity.geohash", "timeout_seconds": tool.timeout_seconds,
+            "approver_role": ""}
+    response = client.post(f"/admin/agents/tool/{tool.pk}/change/", form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert Tool.objects.get(pk=tool.pk).handler == tool.handler
+    added = client.post("/admin/agents/tool/add/", {**form, "name": "mine", "input_schema": '{"type": "object"}'})
+    assert added.status_code == 302, added.context["adminform"].form.errors
+    assert Tool.objects.get(name="mine").handler == ""
