@@ -5,7 +5,9 @@ The private key never lives in the database, so a DBA or a superuser who rewrite
 re-sign them: it comes from WARRANT_RECEIPT_SIGNING_KEY_FILE (PEM, PKCS8) or
 WARRANT_RECEIPT_SIGNING_KEY (PEM, or base64 of the raw 32 bytes), both set by the platform
 engineer. In debug mode with neither set, a demo key is generated once under the data directory,
-and the log says so. Retired public keys come from WARRANT_RECEIPT_PUBLIC_KEYS_FILE (keys.json).
+and the log says so. Retired public keys come from WARRANT_RECEIPT_PUBLIC_KEYS_FILE (keys.json),
+each with the bound rotation gave it (the last receipt seq it signed, and when it was retired).
+A key listed there signs nothing more, in any process, so nothing legitimate lies past its bound.
 """
 
 import base64
@@ -14,6 +16,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 from functools import lru_cache
 from pathlib import Path
 
@@ -24,7 +27,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from warrant_verify.keys import KeySetError, key_id, load_key_set, public_key_document
+from warrant_verify.keys import (KeySetError, Retirement, key_id, load_key_set, public_key_document,
+                                 retirement_of)
 
 logger = logging.getLogger(__name__)
 DEMO_KEY_NAME = "receipt-signing-key.pem"
@@ -34,6 +38,10 @@ _SETTINGS = {"WARRANT_RECEIPT_SIGNING_KEY_FILE", "WARRANT_RECEIPT_SIGNING_KEY", 
 
 class SigningKeyMissing(ImproperlyConfigured):
     pass
+
+
+class SigningKeyRetired(ImproperlyConfigured):
+    """The configured key was retired by rotation: signing with it would go past its published bound."""
 
 
 def parse_private_key(data: bytes, *, origin: str) -> Ed25519PrivateKey:
@@ -135,6 +143,11 @@ def reload() -> None:
 def signing_key() -> tuple[str, Ed25519PrivateKey]:
     """(key id, private key) of the key that signs from now on."""
     kid, key, _origin = _ring()
+    if kid in retired_keys():
+        # Rotating the demo key replaces it in place: read it again. A key file named in the
+        # environment stays the retired key until the process restarts with the new one.
+        _ring.cache_clear()
+        kid, key, _origin = _ring()
     return kid, key
 
 
@@ -144,32 +157,58 @@ def signing_origin() -> str:
 
 
 def sign(message: bytes) -> str:
-    """The base64 Ed25519 signature of `message` by the active key."""
-    return base64.b64encode(_ring()[1].sign(message)).decode("ascii")
+    """The base64 Ed25519 signature of `message` by the active key; refused once that key is retired.
+
+    Never a switch to another key here: the caller already wrote this key's id into what it signs.
+    Sealing calls this under the chain lock, which rotation holds while it reads the head it
+    writes as the bound, so no receipt by the old key can land past it."""
+    kid, key, _origin = _ring()
+    retired = retired_keys().get(kid)
+    if retired is not None:
+        raise SigningKeyRetired(f"the receipt signing key {kid} was retired (after receipt "
+                                f"#{retired[1].after_seq}) and signs nothing more: point WARRANT_RECEIPT_SIGNING_KEY_FILE "
+                                "at the new key and restart this process")
+    return base64.b64encode(key.sign(message)).decode("ascii")
 
 
 def public_keys_path() -> Path:
     return Path(settings.WARRANT_RECEIPT_PUBLIC_KEYS_FILE)
 
 
-def retired_public_keys() -> list[Ed25519PublicKey]:
-    """The keys that signed before the last rotations, from the public key set file (in its order)."""
+_retired_read: dict = {}  # the public key set file as last read: {"stamp": ..., "keys": ...}
+
+
+def retired_keys() -> dict[str, tuple[Ed25519PublicKey, Retirement]]:
+    """Key id -> (public key, bound) of the keys rotation retired, from the public key set file in
+    its order; read again whenever the file changes (every signature asks). An entry written
+    before bounds existed comes with an empty bound."""
     path = public_keys_path()
-    if not path.is_file():
-        return []
     try:
-        document = json.loads(path.read_bytes())
-        keys = load_key_set(document)
-    except (OSError, ValueError, KeySetError) as exc:
+        info = path.stat()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
         raise ImproperlyConfigured(f"WARRANT_RECEIPT_PUBLIC_KEYS_FILE ({path}): {exc}") from exc
-    return list(keys.values())
+    if not stat.S_ISREG(info.st_mode):
+        return {}
+    stamp = (str(path), info.st_ino, info.st_mtime_ns, info.st_size)
+    if _retired_read.get("stamp") != stamp:
+        try:
+            keys = load_key_set(json.loads(path.read_bytes()))
+        except (OSError, ValueError, KeySetError) as exc:
+            raise ImproperlyConfigured(f"WARRANT_RECEIPT_PUBLIC_KEYS_FILE ({path}): {exc}") from exc
+        _retired_read.update(stamp=stamp, keys={
+            kid: (getattr(key, "public_key", key), retirement_of(key) or Retirement()) for kid, key in keys.items()})
+    return dict(_retired_read["keys"])
 
 
 def key_set_document() -> dict:
-    """keys.json: the active key, then every retired one (a retired key still verifies what it signed)."""
+    """keys.json: the active key, then every retired one with its bound (a retired key still
+    verifies what it signed up to it). A process still holding a retired key lists it as retired."""
     active_id, active = signing_key()
-    keys = [(active.public_key(), "active")]
-    keys += [(public, "retired") for public in retired_public_keys() if key_id(public) != active_id]
+    retired = retired_keys()
+    keys = [] if active_id in retired else [(active.public_key(), "active")]
+    keys += [(public, "retired", bound) for public, bound in retired.values()]
     return public_key_document(keys)
 
 

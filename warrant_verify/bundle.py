@@ -5,10 +5,10 @@ import json
 from dataclasses import dataclass, field
 
 from .archive import BUNDLE_FILES
-from .chain import (Failure, is_hex64, is_int, parse_jsonl, verify_checkpoints, verify_receipts,
-                    verify_traces)
+from .chain import (Failure, is_hex64, is_int, parse_jsonl, retired_bound_problem, verify_checkpoints,
+                    verify_receipts, verify_traces)
 from .jcs import CanonicalizationError
-from .keys import KeySetError, load_key_set, verify_signature
+from .keys import KeySetError, load_key_set, merge_key_sets, retirement_of, verify_signature
 from .messages import GENESIS, manifest_message
 
 APPROVAL_FIELDS = ("tool", "arguments_sha256", "approver_role", "decided_by", "decided_via", "decided_at", "reason")
@@ -18,7 +18,7 @@ RUN_FIELDS = ("status", "input_sha256", "output_sha256")
 @dataclass
 class Report:
     failures: list[Failure] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # the summary; a "WARNING:" note is worth a look, not a failure
 
     def fail(self, file: str, record: str, reason: str) -> None:
         self.failures.append(Failure(file, record, reason))
@@ -34,8 +34,11 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
     source = trusted_from or "keys.json inside the bundle (not independent of it: pass --public-key)"
     signed = False
     if manifest is not None:
+        chain_of = manifest.get("chain") if isinstance(manifest.get("chain"), dict) else {}
         reason = verify_signature(manifest_keys, manifest.get("key_id"), manifest_message(manifest),
-                                  manifest.get("signature"))
+                                  manifest.get("signature")) or retired_bound_problem(
+            manifest_keys, manifest.get("key_id"), seq=chain_of.get("head_seq"), dated=True,
+            at=manifest.get("created_at"))
         if reason:
             report.fail("manifest.json", "signature", reason)
         else:
@@ -49,7 +52,7 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
     elif signed and keys_json_intact:
         # The trusted key signed a manifest that pins keys.json's digest, so it vouches for the keys
         # listed there: keys rotated out earlier still verify the receipts they signed.
-        keys = {**bundled_keys, **trusted}
+        keys = merge_key_sets(bundled_keys, trusted)
     else:
         keys = trusted  # nothing the trusted key signed vouches for keys.json: its keys stay unknown
     chain = (manifest or {}).get("chain") if isinstance((manifest or {}).get("chain"), dict) else {}
@@ -80,9 +83,26 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
         report.notes.append(f"{len(rows)} checkpoints in {name}")
     report.notes.insert(0, f"{span.count} receipts (seq {span.first_seq}-{span.last_seq}), {len(bodies)} runs")
     statuses = _statuses(files)
-    report.notes.append("receipt keys: " + (", ".join(f"{kid} ({statuses.get(kid, 'from --public-key')})"
+    report.notes.append("receipt keys: " + (", ".join(f"{kid} ({_status(keys[kid], statuses.get(kid))})"
                                                      for kid in sorted(keys)) or "none"))
+    report.notes.extend(f"WARNING: key {kid} is retired without a bound (retired_after_seq, retired_at): anyone "
+                        "holding its private key can still sign receipts, checkpoints and manifests that pass"
+                        for kid in sorted(keys) if _unbounded(keys[kid]))
     return report
+
+
+def _status(key, listed: str | None) -> str:
+    retirement = retirement_of(key)
+    if retirement is None:
+        return listed or "from --public-key"
+    if retirement.after_seq is None:
+        return "retired, no bound"
+    return f"retired after #{retirement.after_seq}"
+
+
+def _unbounded(key) -> bool:
+    retirement = retirement_of(key)
+    return retirement is not None and not retirement.bounded
 
 
 def _statuses(files: dict[str, bytes]) -> dict[str, str]:

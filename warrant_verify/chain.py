@@ -14,7 +14,7 @@ from datetime import datetime
 from multiprocessing import get_context
 
 from . import jcs
-from .keys import raw_public_bytes, verify_signature
+from .keys import from_portable, portable, retirement_of, verify_signature
 from .messages import GENESIS, checkpoint_message, event_hash, receipt_hash, receipt_message
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -98,16 +98,36 @@ def check_receipt(record, keys) -> list[str]:
     except (jcs.CanonicalizationError, UnicodeEncodeError):
         problems.append("seq or run_id cannot be canonicalized, so no signature can cover them")
         return problems
-    reason = verify_signature(keys, record["key_id"], message, record["signature"])
+    reason = verify_signature(keys, record["key_id"], message, record["signature"]) \
+        or retired_bound_problem(keys, record["key_id"], seq=record["seq"])
     if reason:
         problems.append(reason)
     return problems
 
 
-def _check_chunk(start: int, records: list, raw_keys: dict[str, bytes]) -> list[tuple[int, str]]:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+def retired_bound_problem(keys: dict, kid, *, seq=None, dated: bool = False, at=None) -> str:
+    """Why a good signature by `kid` lies past its key's retirement ("" when it does not).
 
-    keys = {kid: Ed25519PublicKey.from_public_bytes(raw) for kid, raw in raw_keys.items()}
+    A receipt (or a checkpoint's or manifest's head) after retired_after_seq, or a checkpoint or
+    manifest dated after retired_at, was signed by whoever kept the retired private key, not by
+    Warrant: Warrant stops signing with a key once it is retired.
+    """
+    retirement = retirement_of(keys.get(kid)) if isinstance(kid, str) else None
+    if retirement is None:
+        return ""
+    if retirement.after_seq is not None and is_int(seq) and seq > retirement.after_seq:
+        return f"signed by key {kid} retired after #{retirement.after_seq}"
+    if dated and retirement.at is not None:
+        moment = parse_time(at)
+        if moment is None:  # an unreadable time is never taken as before the retirement
+            return f"signed by key {kid} retired at {retirement.at}, and its time {at!r} cannot be read"
+        if moment > parse_time(retirement.at):
+            return f"signed by key {kid} retired at {retirement.at}, dated after it ({at})"
+    return ""
+
+
+def _check_chunk(start: int, records: list, raw_keys: dict) -> list[tuple[int, str]]:
+    keys = from_portable(raw_keys)
     return [(start + offset, reason) for offset, record in enumerate(records)
             for reason in check_receipt(record, keys)]
 
@@ -143,10 +163,9 @@ def _shared(work, items: list, context, *, workers: int, chunk: int) -> list:
 
 
 def _per_record(records: list, keys: dict, workers: int) -> list[tuple[int, str]]:
-    raw_keys = {kid: raw_public_bytes(key) for kid, key in keys.items()}
     if workers <= 1 or len(records) < PARALLEL_THRESHOLD:
         return [(index, reason) for index, record in enumerate(records) for reason in check_receipt(record, keys)]
-    return _spread(_check_chunk, records, raw_keys, workers=workers, chunk=_CHUNK)
+    return _spread(_check_chunk, records, portable(keys), workers=workers, chunk=_CHUNK)
 
 
 def verify_receipts(records, *, keys: dict, start_seq: int = 1, start_prev: str = GENESIS, workers: int = 1,
@@ -247,10 +266,8 @@ def _trace_head(ordered: list) -> str | None:
     return head
 
 
-def _signature_chunk(start: int, items: list, raw_keys: dict[str, bytes]) -> list[str]:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    keys = {kid: Ed25519PublicKey.from_public_bytes(raw) for kid, raw in raw_keys.items()}
+def _signature_chunk(start: int, items: list, raw_keys: dict) -> list[str]:
+    keys = from_portable(raw_keys)
     return [verify_signature(keys, kid, message, signature) for kid, message, signature in items]
 
 
@@ -258,8 +275,7 @@ def _signature_reasons(items: list, keys: dict, *, workers: int, memo: dict) -> 
     """verify_signature for (key_id, message, signature) items, each distinct one checked once."""
     todo = list(dict.fromkeys(item for item in items if item not in memo))
     if workers > 1 and len(todo) >= PARALLEL_THRESHOLD:
-        raw_keys = {kid: raw_public_bytes(key) for kid, key in keys.items()}
-        reasons = _spread(_signature_chunk, todo, raw_keys, workers=workers, chunk=_CHUNK)
+        reasons = _spread(_signature_chunk, todo, portable(keys), workers=workers, chunk=_CHUNK)
     else:
         reasons = [verify_signature(keys, kid, message, signature) for kid, message, signature in todo]
     memo.update(zip(todo, reasons))
@@ -306,7 +322,8 @@ def verify_checkpoints(checkpoints, *, keys: dict, hash_at, first_seq: int, last
         if checkpoint is None:
             failures.append(Failure(file, where, item))
             continue
-        reason = next(reasons)
+        reason = next(reasons) or retired_bound_problem(keys, checkpoint.get("key_id"), seq=checkpoint["seq"],
+                                                        dated=True, at=checkpoint.get("at"))
         if reason:
             failures.append(Failure(file, where, reason))
         failures.extend(_against_chain(checkpoint, where, hash_at=hash_at, first_seq=first_seq, last_seq=last_seq,

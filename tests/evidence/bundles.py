@@ -17,7 +17,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from warrant_verify.jcs import canonicalize
-from warrant_verify.keys import key_id, public_key_document
+from warrant_verify.keys import Retirement, key_id, public_key_document
 from warrant_verify.messages import (GENESIS, checkpoint_message, event_hash, manifest_message, receipt_hash,
                                      receipt_message)
 
@@ -39,7 +39,7 @@ def sign(private_key: Ed25519PrivateKey, message: bytes) -> str:
 class Ledger:
     def __init__(self, key: Ed25519PrivateKey | None = None):
         self.keys = [key or Ed25519PrivateKey.generate()]
-        self.retired: set[str] = set()
+        self.retired: dict[str, Retirement | None] = {}
         self.receipts: list[dict] = []
         self.events: list[dict] = []
         self.approvals: list[dict] = []
@@ -56,8 +56,11 @@ class Ledger:
         self.ticks += 1
         return iso(EPOCH + timedelta(seconds=self.ticks))
 
-    def rotate(self) -> Ed25519PrivateKey:
-        self.retired.add(key_id(self.key.public_key()))
+    def rotate(self, *, bounded: bool = True) -> Ed25519PrivateKey:
+        """The active key retired at the head, as `receipt_keys rotate` does (or, not bounded, as
+        key sets were written before bounds existed)."""
+        bound = Retirement(after_seq=len(self.receipts), at=self.now()) if bounded else None
+        self.retired[key_id(self.key.public_key())] = bound
         self.keys.append(Ed25519PrivateKey.generate())
         return self.key
 
@@ -112,15 +115,16 @@ class Ledger:
         record["signature"] = sign(key, receipt_message(seq=seq, prev_hash=prev, hash=record["hash"],
                                                         key_id=record["key_id"], run_id=record["run_id"]))
         self.receipts.append(record)
-        checkpoint = self.checkpoint(seq, record["hash"])
+        checkpoint = self.checkpoint(seq, record["hash"], key=key)
         self.checkpoints.append(checkpoint)
         self.witness.append(checkpoint)
         return record
 
-    def checkpoint(self, seq: int, head: str) -> dict:
+    def checkpoint(self, seq: int, head: str, *, key: Ed25519PrivateKey | None = None) -> dict:
+        key = key or self.key
         checkpoint = {"v": 1, "kind": "warrant.checkpoint", "seq": seq, "head": head, "at": self.now(),
-                      "key_id": key_id(self.key.public_key())}
-        checkpoint["signature"] = sign(self.key, checkpoint_message(checkpoint))
+                      "key_id": key_id(key.public_key())}
+        checkpoint["signature"] = sign(key, checkpoint_message(checkpoint))
         return checkpoint
 
     def rechain(self, start: int = 0) -> None:
@@ -132,8 +136,12 @@ class Ledger:
             record["hash"] = receipt_hash(record["prev_hash"], record["body"])
 
     def key_document(self) -> dict:
-        return public_key_document([(key.public_key(), "retired" if key_id(key.public_key()) in self.retired
-                                     else "active") for key in self.keys])
+        entries = []
+        for key in self.keys:
+            kid = key_id(key.public_key())
+            entries.append((key.public_key(), "retired", self.retired[kid]) if kid in self.retired
+                           else (key.public_key(), "active"))
+        return public_key_document(entries)
 
 
 def jsonl(rows) -> bytes:

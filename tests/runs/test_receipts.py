@@ -16,10 +16,10 @@ from django.test import override_settings
 from runs import append_only, services, signing
 from runs.models import Receipt, ReceiptCheckpoint, Run, RunEvent
 from runs.receipts import GENESIS
-from runs.verification import receipt_verify_chain, receipt_verify_since_checkpoint
+from runs.verification import receipt_verify, receipt_verify_chain, receipt_verify_since_checkpoint
 from runs.witness import checkpoint_head, witness_publish
 from warrant_verify.jcs import canonicalize
-from warrant_verify.keys import verify_signature
+from warrant_verify.keys import key_id, verify_signature
 from warrant_verify.messages import receipt_hash, receipt_message, trace_head
 
 pytestmark = pytest.mark.django_db
@@ -218,10 +218,84 @@ def test_rotation_signs_new_receipts_with_the_new_key_and_old_ones_still_verify(
             statuses = {k["key_id"]: k["status"] for k in signing.key_set_document()["keys"]}
             assert statuses == {new_id: "active", old_id: "retired"}
             assert receipt_verify_chain().valid
+            # The bound is the head when the key was retired, in the file and in the published key set.
+            (entry,) = json.loads(public_file.read_text())["keys"]
+            assert (entry["key_id"], entry["status"], entry["retired_after_seq"]) == (old_id, "retired", 2)
+            assert entry["retired_at"].endswith("Z") and entry in signing.key_set_document()["keys"]
             public_file.write_text(json.dumps({"keys": []}))  # the retired key withdrawn: its receipts fail
             result = receipt_verify_chain()
             assert not result.valid and {p.check for p in result.failures} == {"signature"}
             assert [p.seq for p in result.failures] == [1, 2]
+
+
+def _rotated(tmp_path) -> tuple[str, str]:
+    """Two receipts by an old key, rotated to a new one (the old one's files kept): (old key file, new key file)."""
+    old_key, new_key = tmp_path / "old.pem", tmp_path / "new.pem"
+    call_command("receipt_keys", "generate", "--out", str(old_key))
+    with override_settings(WARRANT_RECEIPT_SIGNING_KEY_FILE=str(old_key)):
+        _finished_runs(2)
+        call_command("receipt_keys", "rotate", "--out", str(new_key))
+    return str(old_key), str(new_key)
+
+
+def test_a_receipt_forged_with_the_retired_key_past_its_bound_is_caught(demo, tmp_path):
+    with override_settings(WARRANT_RECEIPT_PUBLIC_KEYS_FILE=str(tmp_path / "keys.json")):
+        old_key, new_key = _rotated(tmp_path)
+        with override_settings(WARRANT_RECEIPT_SIGNING_KEY_FILE=new_key):
+            _finished_runs(1)
+            old = signing.parse_private_key((tmp_path / "old.pem").read_bytes(), origin="the stolen key")
+            old_id = key_id(old.public_key())
+            # Whoever kept the old private key re-signs receipt #3 as theirs (a DBA swaps the columns).
+            forged = Receipt.objects.get(seq=3)
+            message = receipt_message(seq=3, prev_hash=forged.prev_hash, hash=forged.hash, key_id=old_id,
+                                      run_id=str(forged.run_id))
+            signature = base64.b64encode(old.sign(message)).decode()
+            _tamper("UPDATE runs_receipt SET key_id = %s, signature = %s WHERE seq = 3", [old_id, signature])
+            result = receipt_verify_chain()
+            assert not result.valid and [(p.check, p.seq, p.reason) for p in result.failures] == [
+                ("signature", 3, f"signed by key {old_id} retired after #2")]
+            with pytest.raises(CommandError):
+                call_command("verify_receipts")
+            assert receipt_verify(receipt=Receipt.objects.get(seq=3)).reason.endswith("retired after #2")
+
+
+def test_a_process_still_holding_the_retired_key_signs_nothing(demo, tmp_path):
+    with override_settings(WARRANT_RECEIPT_PUBLIC_KEYS_FILE=str(tmp_path / "keys.json")):
+        old_key, _new_key = _rotated(tmp_path)
+        with override_settings(WARRANT_RECEIPT_SIGNING_KEY_FILE=old_key):  # not restarted with the new key
+            old_id = signing.signing_key()[0]
+            with pytest.raises(signing.SigningKeyRetired, match="retired"):
+                signing.sign(b"anything")
+            with pytest.raises(signing.SigningKeyRetired):
+                checkpoint_head()
+            document = signing.key_set_document()  # it lists its own key as what it now is
+            assert [(k["key_id"], k["status"], k["retired_after_seq"]) for k in document["keys"]] == [
+                (old_id, "retired", 2)]
+
+
+def test_rotating_the_demo_key_bounds_it_and_signing_moves_to_the_new_one(demo, tmp_path):
+    with override_settings(DATA_DIR=tmp_path, WARRANT_RECEIPT_SIGNING_KEY_FILE="", WARRANT_RECEIPT_SIGNING_KEY="",
+                           WARRANT_RECEIPT_DEMO_KEY=True, WARRANT_RECEIPT_PUBLIC_KEYS_FILE=str(tmp_path / "keys.json")):
+        old_id = signing.signing_key()[0]
+        _finished_runs(1)
+        call_command("receipt_keys", "rotate")
+        new_id = signing.signing_key()[0]
+        receipts = _finished_runs(1)
+        assert new_id != old_id and [r.key_id for r in receipts] == [old_id, new_id]
+        assert [(k["key_id"], k["status"], k.get("retired_after_seq")) for k in signing.key_set_document()["keys"]] \
+            == [(new_id, "active", None), (old_id, "retired", 1)]
+        assert receipt_verify_chain().valid
+
+
+def test_rotating_again_keeps_the_first_bound(demo, tmp_path):
+    with override_settings(WARRANT_RECEIPT_PUBLIC_KEYS_FILE=str(tmp_path / "keys.json")):
+        old_key, new_key = _rotated(tmp_path)
+        first = json.loads((tmp_path / "keys.json").read_text())["keys"]
+        with override_settings(WARRANT_RECEIPT_SIGNING_KEY_FILE=new_key):
+            _finished_runs(1)
+        with override_settings(WARRANT_RECEIPT_SIGNING_KEY_FILE=old_key):  # the old key rotated once more by mistake
+            call_command("receipt_keys", "rotate", "--out", str(tmp_path / "again.pem"))
+            assert json.loads((tmp_path / "keys.json").read_text())["keys"] == first
 
 
 # --- the page check ------------------------------------------------------------------------------------
