@@ -141,6 +141,8 @@ AXES_CLIENT_IP_CALLABLE = "governance.auth.client_ip"
 # Never name a header the client itself can set: it would pick the address it is counted under.
 WARRANT_CLIENT_IP_HEADER = os.environ.get("WARRANT_CLIENT_IP_HEADER", "")
 
+# Rows keyed by a digest of the cookie: reading django_session gives no one a way in (governance.sessions).
+SESSION_ENGINE = "governance.sessions"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"

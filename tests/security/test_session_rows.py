@@ -1,0 +1,32 @@
+"""A DBA who reads django_session cannot sign in as the people whose sessions it holds: the rows
+keep a digest of the cookie, not the cookie (as API tokens do)."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.sessions.models import Session
+from django.test import Client
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_session_row_read_from_the_database_does_not_sign_in(demo):
+    approver = Client()
+    approver.force_login(get_user_model().objects.get(username="approver"))
+    cookie = approver.cookies["sessionid"].value
+    assert approver.get("/api/v1/approvals/").status_code == 200
+    rows = list(Session.objects.values_list("session_key", flat=True))
+    assert rows and cookie not in rows
+    for row in rows:
+        thief = Client()
+        thief.cookies["sessionid"] = row
+        assert thief.get("/api/v1/approvals/").status_code in (401, 403)
+
+
+def test_signing_out_removes_the_row_and_a_new_login_replaces_it(demo):
+    client = Client()
+    client.force_login(get_user_model().objects.get(username="approver"))
+    assert Session.objects.count() == 1
+    client.force_login(get_user_model().objects.get(username="operator"))  # a new key on login
+    assert Session.objects.count() == 1
+    client.logout()
+    assert Session.objects.count() == 0
