@@ -3,7 +3,7 @@
 Django's database sessions store the cookie's value as the row's key, so whoever reads
 django_session (a DBA, a backup, a replica) can send it back as a cookie and act, and approve,
 as anyone signed in. Here the row holds a digest of the key: the cookie opens the row, the row
-does not give the cookie.
+does not give the cookie, and its data, signed for that key alone, opens no other row.
 """
 
 import hashlib
@@ -18,6 +18,12 @@ def stored_key(session_key: str) -> str:
 
 
 class SessionStore(DatabaseSessionStore):
+    @property
+    def key_salt(self):
+        # The data is signed for its own key: a signed-in user's data copied into a row for a key
+        # someone chose does not decode (the row's key is written before its data is encoded).
+        return f"governance.sessions.{self.session_key or ''}"
+
     def _get_session_from_db(self):
         if self.session_key is None:
             return None

@@ -30,3 +30,22 @@ def test_signing_out_removes_the_row_and_a_new_login_replaces_it(demo):
     assert Session.objects.count() == 1
     client.logout()
     assert Session.objects.count() == 0
+
+
+def test_a_signed_in_users_data_copied_to_a_row_for_a_chosen_key_does_not_sign_in(demo):
+    import datetime
+
+    from django.utils import timezone
+
+    from governance.sessions import stored_key
+
+    approver = Client()
+    approver.force_login(get_user_model().objects.get(username="approver"))
+    data = Session.objects.get().session_data
+    chosen = "dba-chosen-session-key-0123456789"
+    Session.objects.create(session_key=stored_key(chosen), session_data=data,
+                           expire_date=timezone.now() + datetime.timedelta(days=1))
+    thief = Client()
+    thief.cookies["sessionid"] = chosen
+    assert thief.get("/api/v1/approvals/").status_code in (401, 403)
+    assert approver.get("/api/v1/approvals/").status_code == 200
