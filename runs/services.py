@@ -33,7 +33,7 @@ from governance.rows import from_row, insert_row
 from governance.selectors import granted_tool_names
 from runs import harness
 from runs.freeze import governance_for
-from runs.models import ApprovalRequest, Run
+from runs.models import ApprovalRequest, Run, RunEvent
 from runs.outbox import side_effect_execute
 from runs.receipts import receipt_seal
 from runs.witness import witness_catch_up
@@ -468,12 +468,23 @@ def _after_finish(run: Run, finish: harness.Finish, now) -> None:
 # --- approvals and cancel ---------------------------------------------------------------
 
 
+def _callers_recorded(run: Run) -> set[str]:
+    """Who started the run as its snapshot and its first event (append-only, sealed into the
+    receipt's trace) name them: a caller_id rewritten in the database does not make the caller
+    a stranger to their own run."""
+    names = {(run.snapshot or {}).get("caller", {}).get("username")}
+    data = RunEvent.objects.filter(run_id=run.pk, kind="run_created").values_list("data", flat=True).first()
+    if isinstance(data, dict) and isinstance(data.get("caller"), dict):
+        names.add(data["caller"].get("username"))
+    return {name for name in names if isinstance(name, str) and name}
+
+
 def check_approval_decide(*, approval: ApprovalRequest, user) -> None:
     """Raise unless `user` may decide `approval` now. Separation of duties binds superusers too."""
     # The user's roles as of now, kept under the governance stamp (memberships are stamped).
     if approval.approver_role.name not in access_of(user).roles:
         raise Forbidden(f"only members of {approval.approver_role.name!r} may decide this request")
-    if approval.run.caller_id == user.pk:
+    if approval.run.caller_id == user.pk or user.get_username() in _callers_recorded(approval.run):
         raise Forbidden("no one approves their own run")
     if account_set_up_by(user=user, by_user_id=approval.run.caller_id):
         raise Forbidden("the run's caller created your account or changed your roles: someone else must decide")

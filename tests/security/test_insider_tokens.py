@@ -235,3 +235,18 @@ def test_a_puppet_made_by_the_callers_puppet_cannot_approve_their_run(demo):
     as_puppet.force_login(puppet)
     answer = as_puppet.post(f"/api/v1/approvals/{approval.id}/approve/", {"reason": "mine"}, format="json")
     assert answer.status_code == 403 and "created your account" in answer.json()["error"]["message"]
+
+
+def test_a_caller_rewritten_in_the_database_still_cannot_approve_their_run(demo):
+    """A DBA in the approver role parks a run of their own, points runs_run.caller_id at someone
+    else and approves: the run's snapshot and first event still name them."""
+    from runs.models import Run
+
+    dba = User.objects.get(username="approver")
+    dba.groups.add(Group.objects.get(name="operators"))
+    approval = _parked_run_of("approver")
+    Run.objects.filter(pk=approval.run_id).update(caller=User.objects.get(username="operator"))
+    as_dba = APIClient()
+    as_dba.force_login(dba)
+    answer = as_dba.post(f"/api/v1/approvals/{approval.id}/approve/", {"reason": "mine"}, format="json")
+    assert answer.status_code == 403 and "own run" in answer.json()["error"]["message"]
