@@ -117,6 +117,7 @@ _AGENT_FIELDS = (
 _PROFILE_FIELDS = (
     "backend", "base_url", "model", "api_key_env", "connect_timeout", "read_timeout", "max_retries", "fallbacks",
 )
+REQUIRES_APPROVAL_NEEDS_ROLE = "A tool that requires approval names the role that approves it."
 _TOOL_FIELDS = ("enabled", "side_effect", "description", "timeout_seconds", "requires_approval", "approver_role")
 
 
@@ -296,6 +297,9 @@ def tool_update(*, tool: Tool, values: dict) -> Tool:
             timeout_validator(tool.timeout_seconds)
         except ValidationError as exc:
             raise ValidationError({"timeout_seconds": exc.messages}) from None
+    if tool.requires_approval and tool.approver_role_id is None:
+        # Every run that calls it would fail closed (governance.approval_rule): refuse it here.
+        raise ValidationError({"approver_role": [REQUIRES_APPROVAL_NEEDS_ROLE]})
     tool.full_clean()
     tool.save()
     return tool

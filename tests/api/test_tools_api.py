@@ -101,3 +101,13 @@ def test_an_empty_approver_role_is_not_read_as_none(admin):
 def test_a_number_is_not_a_role_name(admin):
     response = admin.patch("/api/v1/tools/get_account/", {"approver_role": 0}, format="json")
     assert response.status_code == 400 and set(response.json()["error"]["details"]) == {"approver_role"}
+
+
+def test_a_tool_that_requires_approval_must_name_its_approver_role(admin):
+    # Every run calling it would fail closed (policy_error), and the Policy Lab answered 422 on it.
+    response = admin.patch("/api/v1/tools/get_account/", {"requires_approval": True, "approver_role": None},
+                           format="json")
+    assert response.status_code == 400 and set(error(response)["details"]) == {"approver_role"}
+    assert Tool.objects.get(name="get_account").requires_approval is False
+    lab = admin.post("/api/v1/policies/evaluate/", {"input": "List all accounts."}, format="json")
+    assert lab.status_code == 200
