@@ -7,13 +7,10 @@ head after that transaction commits, and never holds the run up. Verification: r
 """
 
 import hashlib
-import uuid
-from datetime import timezone as dt_timezone
 from functools import lru_cache, partial
 
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
-from django.utils import timezone
 
 from governance.rows import insert_row
 from runs import signing, witness
@@ -47,41 +44,21 @@ _APPROVAL_COLUMNS = ("id", "tool", "arguments_sha256", "approver_role__name", "s
                      "decided_at", "reason")
 
 
+def _approval_columns() -> tuple[str, ...]:
+    return tuple(f"decided_by__{get_user_model().USERNAME_FIELD}" if c == "decided_by" else c
+                 for c in _APPROVAL_COLUMNS)
+
+
 def approvals_of(run_id) -> list[dict]:
-    """The run's approval requests as the receipt binds them: who decided, how they logged in, why.
-
-    Every seal asks, so the statement is compiled once (the ORM's compilation cost more than the query)."""
-    sql, run_field = _approvals_sql()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [run_field.get_db_prep_value(run_id, connection)])
-        rows = cursor.fetchall()
-    return [_approval(*row) for row in rows]
-
-
-def _approval(id_, tool, digest, role, status, decided_by, via, decided_at, reason) -> dict:
-    if decided_at is not None and timezone.is_naive(decided_at):  # SQLite hands back naive UTC
-        decided_at = timezone.make_aware(decided_at, dt_timezone.utc)
-    return {"id": str(id_ if isinstance(id_, uuid.UUID) else uuid.UUID(id_)), "tool": tool, "arguments_sha256": digest,
-            "approver_role": role, "decision": status, "decided_by": decided_by, "decided_via": via,
-            "decided_at": _iso(decided_at), "reason": reason}
-
-
-@lru_cache(maxsize=1)
-def _approvals_sql() -> tuple[str, object]:
-    columns = tuple(f"decided_by__{get_user_model().USERNAME_FIELD}" if c == "decided_by" else c
-                    for c in _APPROVAL_COLUMNS)
-    query = ApprovalRequest.objects.filter(run_id=uuid.UUID(int=0)).order_by("created_at", "id").values_list(*columns)
-    sql, params = query.query.sql_with_params()
-    assert len(params) == 1, "one parameter: the run"
-    return sql, ApprovalRequest._meta.get_field("run").target_field
+    """The run's approval requests as the receipt binds them: who decided, how they logged in, why."""
+    return approvals_by_run([run_id]).get(str(run_id), [])
 
 
 def approvals_by_run(run_ids) -> dict[str, list[dict]]:
     """approvals_of for many runs in one query (verification reads them a chunk at a time)."""
-    columns = tuple(f"decided_by__{get_user_model().USERNAME_FIELD}" if c == "decided_by" else c
-                    for c in _APPROVAL_COLUMNS)
     found: dict[str, list[dict]] = {}
-    rows = ApprovalRequest.objects.filter(run_id__in=run_ids).order_by("created_at", "id").values_list("run_id", *columns)
+    rows = (ApprovalRequest.objects.filter(run_id__in=run_ids).order_by("created_at", "id")
+            .values_list("run_id", *_approval_columns()))
     for run_id, id_, tool, digest, role, status, decided_by, via, decided_at, reason in rows:
         found.setdefault(str(run_id), []).append(
             {"id": str(id_), "tool": tool, "arguments_sha256": digest, "approver_role": role, "decision": status,
