@@ -65,30 +65,30 @@ def _witness(database_ok: bool) -> dict | None:
         return {"ok": False, "error": type(exc).__name__}
 
 
+def _listed(database_ok: bool, reader) -> list[dict] | None:
+    """An informational list for readiness: None when the database is down or the read fails."""
+    if not database_ok:
+        return None
+    try:
+        return reader()
+    except Exception:  # readiness reports the failure instead of raising it
+        return None
+
+
 def _unsound_policies(database_ok: bool) -> list[dict] | None:
     """Enabled policies the engine cannot evaluate (a stored regex RE2 cannot run, say).
     Informational: runs they apply to fail closed, the rest go on."""
-    if not database_ok:
-        return None
     from governance.evaluation import unsound_policies
 
-    try:
-        return unsound_policies()
-    except Exception:  # readiness reports the failure instead of raising it
-        return None
+    return _listed(database_ok, unsound_policies)
 
 
 def _unstaffed(database_ok: bool) -> list[dict] | None:
     """What names an approver role nobody is in (governance.roles). Informational, like the
     models: the process can serve, but requests parked for such a role wait unseen."""
-    if not database_ok:
-        return None
     from governance.roles import unstaffed_approver_roles
 
-    try:
-        return unstaffed_approver_roles()
-    except Exception:  # readiness reports the failure instead of raising it
-        return None
+    return _listed(database_ok, unstaffed_approver_roles)
 
 
 def _models(database_ok: bool) -> list[dict] | None:
