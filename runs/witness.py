@@ -15,17 +15,15 @@ import json
 import logging
 import os
 from datetime import timedelta
-from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from governance.rows import converted, from_row
 from runs import signing
 from runs.models import Receipt, ReceiptCheckpoint, WitnessSink
 from warrant_verify.messages import checkpoint_message
@@ -63,30 +61,8 @@ def _head() -> tuple[int, str] | None:
     return (seq, hash_) if seq else None
 
 
-@lru_cache(maxsize=1)
-def _statements() -> dict[str, str]:
-    """Every seal runs these: built once (the ORM's compilation cost more than the queries)."""
-    qn = connection.ops.quote_name
-    point, sink = ReceiptCheckpoint._meta, WitnessSink._meta
-    columns = ", ".join(qn(field.column) for field in point.concrete_fields)
-    table = qn(sink.db_table)
-    inserted = [field for field in point.concrete_fields if not field.primary_key]
-    return {
-        "insert": f"INSERT INTO {qn(point.db_table)} ({', '.join(qn(f.column) for f in inserted)}) "
-                  f"VALUES ({', '.join(['%s'] * len(inserted))})",
-        "checkpoint": f"SELECT {columns} FROM {qn(point.db_table)} WHERE {qn('seq')} = %s",
-        "sinks": f"SELECT {qn('name')}, {qn('delivered_seq')}, {qn('failed_at')} FROM {table}",
-        "delivered": f"UPDATE {table} SET {qn('delivered_seq')} = %s, {qn('delivered_at')} = %s, "
-                     f"{qn('failed_at')} = NULL, {qn('error')} = '' WHERE {qn('name')} = %s",
-        "failed": f"UPDATE {table} SET {qn('failed_at')} = %s, {qn('error')} = %s WHERE {qn('name')} = %s",
-    }
-
-
 def _stored_checkpoint(seq: int) -> ReceiptCheckpoint | None:
-    with connection.cursor() as cursor:
-        cursor.execute(_statements()["checkpoint"], [seq])
-        row = cursor.fetchone()
-    return from_row(ReceiptCheckpoint, row) if row else None
+    return ReceiptCheckpoint.objects.filter(seq=seq).first()
 
 
 def checkpoint_head(head: tuple[int, str] | None = None) -> ReceiptCheckpoint | None:
@@ -103,12 +79,10 @@ def checkpoint_head(head: tuple[int, str] | None = None) -> ReceiptCheckpoint | 
     at = timezone.now()
     signature = signing.sign(checkpoint_message(checkpoint_document(seq=seq, head=hash_, at=at, key_id=key_id,
                                                                     signature=None)))
-    point = ReceiptCheckpoint(seq=seq, head=hash_, at=at, key_id=key_id, signature=signature, created_at=at)
-    params = [field.get_db_prep_save(getattr(point, field.attname), connection)
-              for field in ReceiptCheckpoint._meta.concrete_fields if not field.primary_key]
+    point = ReceiptCheckpoint(seq=seq, head=hash_, at=at, key_id=key_id, signature=signature)
     try:
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(_statements()["insert"], params)
+        with transaction.atomic():
+            point.save()
     except IntegrityError:  # another publisher signed this head first (unique seq): send theirs
         stored = _stored_checkpoint(seq)
         if stored is None:
@@ -157,25 +131,18 @@ def _error_text(exc: Exception) -> str:
 
 
 def _record(name: str, *, seq: int | None, error: str = "") -> None:
-    now = WitnessSink._meta.get_field("delivered_at").get_db_prep_value(timezone.now(), connection)
-    sql, params = ((_statements()["failed"], [now, error, name]) if error
-                   else (_statements()["delivered"], [seq, now, name]))
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        if cursor.rowcount:
-            return
-    WitnessSink.objects.get_or_create(name=name)  # the sink's first delivery
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    now = timezone.now()
+    values = ({"failed_at": now, "error": error} if error
+              else {"delivered_seq": seq, "delivered_at": now, "failed_at": None, "error": ""})
+    if not WitnessSink.objects.filter(name=name).update(**values):
+        WitnessSink.objects.get_or_create(name=name)  # the sink's first delivery
+        WitnessSink.objects.filter(name=name).update(**values)
 
 
 def _sink_state() -> dict[str, tuple[int, bool, object]]:
     """name -> (delivered seq, failing, failed at)."""
-    field = WitnessSink._meta.get_field("failed_at")
-    with connection.cursor() as cursor:
-        cursor.execute(_statements()["sinks"])
-        rows = cursor.fetchall()
-    return {name: (delivered, failed is not None, converted(field, failed)) for name, delivered, failed in rows}
+    rows = WitnessSink.objects.values_list("name", "delivered_seq", "failed_at")
+    return {name: (delivered, failed is not None, failed) for name, delivered, failed in rows}
 
 
 def witness_publish(*, force: bool = False, head: tuple[int, str] | None = None) -> dict:
