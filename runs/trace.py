@@ -7,8 +7,6 @@ verifier recomputes exactly these bytes from events.jsonl.
 
 import json
 
-from django.db import connection
-
 from runs.models import RunEvent
 from warrant_verify.jcs import CanonicalizationError
 from warrant_verify.messages import GENESIS, event_hash
@@ -47,10 +45,5 @@ def trace_head_of(run) -> tuple[int, str]:
     known = getattr(run, "trace_head", None)
     if known is not None and known[0] == run.event_seq:
         return known
-    meta, qn = RunEvent._meta, connection.ops.quote_name
-    seq, hash_, run_c = (qn(meta.get_field(name).column) for name in ("seq", "hash", "run"))
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {seq}, {hash_} FROM {qn(meta.db_table)} WHERE {run_c} = %s ORDER BY {seq} DESC LIMIT 1",
-                       [meta.get_field("run").get_db_prep_value(run.id, connection)])
-        row = cursor.fetchone()
+    row = RunEvent.objects.filter(run_id=run.id).order_by("-seq").values_list("seq", "hash").first()
     return (row[0], row[1]) if row else (0, GENESIS)
