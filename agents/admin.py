@@ -15,20 +15,10 @@ from agents.models import (
 )
 from agents.backends import registered_names
 from agents.services import agent_publish, model_profile_check, tool_update
-from governance.api_errors import DomainError
-from governance.permissions import is_governance_admin
+from core.admin import ReadOnlyAdmin
+from core.api_errors import DomainError
+from core.permissions import is_governance_admin
 from governance.roles import StaffedApproverRoleForm
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class ToolSourceAdminForm(StaffedApproverRoleForm):

@@ -19,19 +19,10 @@ from agents.model_calls import model_profile_test as services_model_profile_test
 from agents.models import Agent, AgentVersion, ModelProfile, Tool
 from agents.sources import tool_change_diff
 from agents.trust import tool_trust
-from governance.api_fields import StrictSerializer, UniqueListField
-from governance.permissions import IsGovernanceAdmin, ReadAnyRoleWriteGovernanceAdmin
+from core.api_fields import StrictSerializer, UniqueListField
+from core.api_views import PaginatedList
+from core.permissions import IsGovernanceAdmin, ReadAnyRoleWriteGovernanceAdmin
 from governance.roles import StaffedRoleField
-
-
-# --- the strict-fields helper ------------------------------------------------------------
-
-
-class _Paginated:
-    # GET of a paginated, filterable list, for a GenericAPIView.
-    def list_response(self):
-        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
 
 @extend_schema_field({"type": "number", "format": "double", "minimum": 0, "exclusiveMinimum": True,
@@ -118,7 +109,7 @@ class AgentVersionOutputSerializer(serializers.ModelSerializer):
         fields = ["agent", "version", "spec", "sha256", "published_by", "published_at"]
 
 
-class AgentListCreateApi(_Paginated, GenericAPIView):
+class AgentListCreateApi(PaginatedList, GenericAPIView):
     permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
     serializer_class = AgentOutputSerializer
     queryset = Agent.objects.all()
@@ -223,7 +214,7 @@ def _versions():
     return AgentVersion.objects.select_related("agent", "published_by").order_by("-version")
 
 
-class AgentVersionListApi(_Paginated, GenericAPIView):
+class AgentVersionListApi(PaginatedList, GenericAPIView):
     permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
     serializer_class = AgentVersionOutputSerializer
     queryset = AgentVersion.objects.all()
@@ -308,7 +299,7 @@ class _ModelProfileFields(StrictSerializer):
     )
 
 
-class ModelProfileListCreateApi(_Paginated, GenericAPIView):
+class ModelProfileListCreateApi(PaginatedList, GenericAPIView):
     permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
     serializer_class = ModelProfileOutputSerializer
     queryset = ModelProfile.objects.all()
@@ -433,7 +424,7 @@ class ToolOutputSerializer(serializers.ModelSerializer):
         return tool_change_diff(tool)
 
 
-class ToolListApi(_Paginated, GenericAPIView):
+class ToolListApi(PaginatedList, GenericAPIView):
     permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
     serializer_class = ToolOutputSerializer
     queryset = Tool.objects.select_related("tool_source", "approver_role")

@@ -10,8 +10,8 @@ from django.db import IntegrityError, transaction
 
 from agents.backends import HTTP_BACKENDS, UnknownBackend, backend_class, registered_names
 from agents.models import Agent, AgentVersion, ModelProfile, Tool
-from governance import egress
-from governance.api_errors import Conflict
+from core import egress
+from core.api_errors import Conflict
 
 
 def agent_spec(agent: Agent) -> dict:
@@ -57,7 +57,7 @@ PLATFORM_SECRET_NAMES = ("SECRET_KEY", "HOME", "PATH", "USER", "LOGNAME", "SHELL
 
 def tool_host_allowed(url: str) -> bool:
     """Whether a tool source's host is on WARRANT_TOOL_ALLOWED_HOSTS (empty: any host; its addresses are
-    checked when connecting, governance/egress.py)."""
+    checked when connecting, core/egress.py)."""
     return egress.host_allowed(url, allowed_hosts=settings.WARRANT.get("TOOL_ALLOWED_HOSTS") or ())
 
 

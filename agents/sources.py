@@ -22,8 +22,8 @@ from agents.services import ENV_VAR_NAME, HTTP_URL, save_new, check_key_env_name
 from agents.tools.allowed import command_allowed, python_path_allowed, tool_egress_rule
 from agents.tools import mcp, openapi, pytools
 from agents.tools.deadline import ToolTimeout
-from governance import egress
-from governance.api_errors import Conflict
+from core import egress
+from core.api_errors import Conflict
 
 logger = logging.getLogger(__name__)
 

@@ -10,15 +10,15 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
 from agents import sources
-from agents.api import TimeoutField, ToolOutputSerializer, _Paginated
+from agents.api import TimeoutField, ToolOutputSerializer
 from agents.models import Tool, ToolSource
 from agents.trust import tool_source_trust
 from agents.services import HTTP_URL_PATTERN, KeyEnvNameValidator
 from governance.roles import StaffedRoleField
 from agents.sources import HEADER_NAME
-from governance.api import errors
-from governance.api_fields import StrictSerializer
-from governance.permissions import IsGovernanceAdmin
+from core.api_fields import StrictSerializer
+from core.api_views import PaginatedList, errors
+from core.permissions import IsGovernanceAdmin
 
 
 class ToolSourceOutputSerializer(serializers.ModelSerializer):
@@ -75,7 +75,7 @@ def _trust(source: ToolSource, values: dict, user) -> ToolSource:
     return source
 
 
-class ToolSourceListCreateApi(_Paginated, GenericAPIView):
+class ToolSourceListCreateApi(PaginatedList, GenericAPIView):
     permission_classes = [IsGovernanceAdmin]
     serializer_class = ToolSourceOutputSerializer
     queryset = ToolSource.objects.select_related("approver_role").prefetch_related("tools")

@@ -15,8 +15,8 @@ import logging
 from django.db import transaction
 
 from agents.models import Tool, ToolSource, TrustChange
-from governance.api_errors import Conflict, Forbidden
-from governance.permissions import is_governance_admin
+from core.api_errors import Conflict, Forbidden
+from core.permissions import is_governance_admin
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Warrant's settings with the benchmark's URL conf: the floor endpoint lives here, not in the product."""
 
-from governance.settings import *  # noqa: F403
+from warrant.settings import *  # noqa: F403
 
 ROOT_URLCONF = "bench.api_urls"

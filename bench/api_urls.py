@@ -4,7 +4,7 @@ from django.urls import path
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.urls import urlpatterns as product
+from warrant.urls import urlpatterns as product
 
 
 class Floor(APIView):

@@ -4,7 +4,7 @@ import os
 
 import redis
 
-from governance.celery import app
+from warrant.celery import app
 
 _redis = None
 

@@ -8,7 +8,7 @@ AGENT, APPROVAL_AGENT = "bench-agent", "bench-approval"
 TOOLS = ["get_account", "list_open_tickets", "compute_health_score"]
 
 
-def configure(workdir: Path, *, database_url: str = "", broker_url: str = "", settings: str = "governance.settings") -> None:
+def configure(workdir: Path, *, database_url: str = "", broker_url: str = "", settings: str = "warrant.settings") -> None:
     """Environment only: call before anything imports Django settings (also inherited by children)."""
     workdir.mkdir(parents=True, exist_ok=True)
     os.environ.update({

@@ -104,7 +104,7 @@ def gunicorn(port: int, workers: int, logdir: Path, *, settings: str):
     log = open(logdir / f"gunicorn-{port}.log", "wb")
     env = _env() | {"DJANGO_SETTINGS_MODULE": settings}
     process = subprocess.Popen(
-        [str(BIN / "gunicorn"), "governance.wsgi", "-w", str(workers), "-b", f"127.0.0.1:{port}",
+        [str(BIN / "gunicorn"), "warrant.wsgi", "-w", str(workers), "-b", f"127.0.0.1:{port}",
          "--backlog", "2048", "--log-level", "warning"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200,

@@ -17,14 +17,14 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from agents.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin
 from agents.models import Agent, Tool
 from governance import engine, services
 from governance.diffs import values_diff
 from governance.evaluation import MAX_EVALUATE_INPUT_CHARS, hidden_tools, policy_evaluate
-from governance.parsers import loads_bounded
+from core.parsers import loads_bounded
 from governance.models import ApiToken, Policy, PolicyVersion, Role, ToolGrant
-from governance.permissions import is_governance_admin, reads_everything
+from core.permissions import is_governance_admin, reads_everything
 from governance.roles import describe, unstaffed_approver_roles, unstaffed_problem
 from governance.selectors import policy_spec
 from governance.tokens import token_revoke, token_state

@@ -1,7 +1,7 @@
 """The governance API: policies (+ history and the dry run), roles and tool grants.
 
 Thin views over services and selectors. Reads are open to anyone with a role, writes to
-governance admins (see governance.permissions). Every input serializer is strict: a body that
+governance admins (see core.permissions). Every input serializer is strict: a body that
 carries a field the operation does not accept is refused, never silently ignored.
 """
 
@@ -18,37 +18,12 @@ from rest_framework.response import Response
 
 from agents.models import Agent, Tool
 from governance import engine, services
-from governance.api_fields import StrictFieldsMixin
-from governance.api_errors import Conflict, Unprocessable
+from core.api_fields import StrictFieldsMixin
+from core.api_views import errors
+from core.api_errors import Conflict, Unprocessable
 from governance.evaluation import MAX_EVALUATE_INPUT_CHARS, policy_evaluate
 from governance.models import MatchMode, Policy, PolicyType, PolicyVersion, ToolGrant
-from governance.permissions import IsGovernanceAdmin, ReadAnyRoleWriteGovernanceAdmin
-
-
-# --- shared pieces ----------------------------------------------------------------------
-
-
-class ErrorSerializer(serializers.Serializer):
-    code = serializers.CharField()
-    message = serializers.CharField()
-    details = serializers.DictField()
-
-    class Meta:
-        ref_name = "ErrorDetail"
-
-
-class ErrorBodySerializer(serializers.Serializer):
-    """The one error shape of the API (governance.api_errors)."""
-
-    error = ErrorSerializer()
-
-    class Meta:
-        ref_name = "Error"
-
-
-def errors(*codes: int) -> dict:
-    """The documented error responses of an operation, all in the one error shape."""
-    return {code: ErrorBodySerializer for code in codes}
+from core.permissions import IsGovernanceAdmin, ReadAnyRoleWriteGovernanceAdmin
 
 
 class PolicyError(Unprocessable):

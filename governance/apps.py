@@ -5,7 +5,7 @@ from django.db.models.signals import post_migrate
 def _install_stamp_triggers(sender, using, **kwargs) -> None:
     from django.db import connections
 
-    from governance import stamp
+    from core import stamp
 
     tables = set(connections[using].introspection.table_names())
     if stamp.STAMP_TABLE in tables and tables.issuperset(stamp.TABLES):

@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
-from governance import stamp as governance_stamp
+from core import stamp as governance_stamp
 from governance.models import ApiToken
 from governance.rows import converted
 from governance.tokens import key_digest, seal_holds

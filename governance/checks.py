@@ -86,7 +86,7 @@ def tokens_expire(app_configs, **kwargs):
 
 
 # Allow-lists that let a governance admin's data run code or reach anything (agents/tools/allowed.py,
-# governance/egress.py). Empty program, module and variable lists allow nothing; these are the
+# core/egress.py). Empty program, module and variable lists allow nothing; these are the
 # entries that allow too much.
 OPEN_PROGRAMS = ("sh", "bash", "dash", "zsh", "ksh", "fish", "busybox", "env", "python", "python3", "node", "deno",
                  "bun", "npx", "uvx", "pipx", "perl", "ruby", "php", "lua", "docker", "podman", "sudo", "su", "nohup")

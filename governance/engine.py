@@ -3,10 +3,10 @@
 Every decision names the policy, its version and what matched. Anything that cannot be
 evaluated raises PolicyEvaluationError, and the harness fails the run closed.
 
-Texts are matched as a person reads them (governance.text.normalize): keywords on the text's
+Texts are matched as a person reads them (core.text.normalize): keywords on the text's
 key (confusables, fullwidth forms, invisible characters and stray combining marks undone, case
 folded), regexes on the text as sent, on its NFKC form and on its key, on RE2
-(governance.patterns: linear time, whatever the pattern). A decision quotes the input as sent.
+(core.patterns: linear time, whatever the pattern). A decision quotes the input as sent.
 
 A set of policies is compiled once into a PolicyIndex: policies sorted by type and priority,
 their soundness checked, and every keyword in one automaton (governance.keyword_index). An
@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, field
 from collections import OrderedDict
 
 from governance.keyword_index import KeywordIndex, occurs
-from governance.patterns import PatternError, compile_pattern, pattern_problem
-from governance.text import Normalized, normalize
+from core.patterns import PatternError, compile_pattern, pattern_problem
+from core.text import Normalized, normalize
 
 TYPES = ("intent_guard", "playbook", "tool_guide", "tool_approval", "output_formatter")
 ALL_TOOLS = "*"

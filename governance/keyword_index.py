@@ -1,6 +1,6 @@
 """Which of many keywords occur in a text, as whole words: one Aho-Corasick pass, not a loop.
 
-Pure. Text and keywords are compared by their keys (governance.text: NFKC, invisible
+Pure. Text and keywords are compared by their keys (core.text: NFKC, invisible
 characters and generic combining marks gone, casefolded, confusables mapped to their UTS #39
 prototype, whitespace runs as one space), so "ＳＡＬＡＲＹ", "ѕаlаrу" (Cyrillic) and "sal\\u00adary"
 are all the keyword "salary", and a phrase's words match across any run of whitespace. The
@@ -10,7 +10,7 @@ occurrence, and one that is inside a longer word ("drop" in "dropdown") is dropp
 
 import ahocorasick
 
-from governance.text import Normalized, fold, normalize
+from core.text import Normalized, fold, normalize
 
 
 def _is_word(char: str) -> bool:

@@ -99,7 +99,7 @@ class PolicyVersion(models.Model):
 class GovernanceStamp(models.Model):
     """One row whose stamp changes with every write to a table a run's governance is frozen from.
 
-    Database triggers (governance.stamp) write it in the same transaction as the change, whatever
+    Database triggers (core.stamp) write it in the same transaction as the change, whatever
     made it: a service, the admin, a bulk update or delete, raw SQL. A cache of frozen governance
     keyed by the stamp is therefore never served after a change has committed.
     """

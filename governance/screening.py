@@ -9,7 +9,7 @@ base64/32/16, ascii85, quoted-printable, ROT13, Atbash, leetspeak, Morse, NATO s
 Braille, zalgo marks, letters spaced out, text written backwards, and ASCII smuggled in Unicode
 tag characters or variant selectors; and it peels encoded layers off (governance.layers:
 URL-encoding, HTML entities, JSON escapes, base64 of text or of gzip/zlib/deflate, nested a few
-deep, bounded). Text outside ASCII is also read as a person reads it (governance.text:
+deep, bounded). Text outside ASCII is also read as a person reads it (core.text:
 NFKC, so fullwidth letters are letters; invisible characters gone; Cyrillic or Greek
 lookalikes read as the Latin letters they pass for), and the ASCII decoders run on that
 reading too. A disguised order is reported under its own name plus `encoded_text`, and so is
@@ -24,8 +24,8 @@ import re
 import unicodedata
 
 from governance.layers import peel
-from governance.memo import DigestMemo, digest
-from governance.text import char_class, mixed_script, normalize
+from core.memo import DigestMemo, digest
+from core.text import char_class, mixed_script, normalize
 
 # Orders to call tools or to mail someone are normal from the caller, suspicious inside data.
 DATA_ONLY = {"tool_order", "exfiltration", "destructive_order", "markdown_exfil"}

@@ -1,7 +1,7 @@
 """Reads of the policy domain, shaped for the pure engine."""
 
 
-from governance import stamp as governance_stamp
+from core import stamp as governance_stamp
 from governance.engine import PolicySpec
 from governance.models import Policy, ToolGrant
 

@@ -6,7 +6,7 @@ from django.db import transaction
 
 from agents.models import Agent, Tool
 from governance import engine
-from governance.api_errors import NotFound
+from core.api_errors import NotFound
 from governance.models import Policy, PolicyVersion, ToolGrant
 from governance.roles import unstaffed_problem
 from governance.selectors import policy_spec, policy_values

@@ -12,8 +12,8 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.generics import GenericAPIView, ListAPIView
 from rest_framework.response import Response
 
-from governance.api_errors import Forbidden
-from governance.api_fields import StrictSerializer
+from core.api_errors import Forbidden
+from core.api_fields import StrictSerializer
 from governance.models import ApiToken
 from governance.tokens import token_issue, token_revoke, token_state
 

@@ -18,11 +18,11 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from agents.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin
 from agents.models import Agent
-from governance.api_errors import DomainError
+from core.api_errors import DomainError
 from governance.models import Policy
-from governance.permissions import reads_everything
+from core.permissions import reads_everything
 from governance.roles import describe, unstaffed_approver_roles
 from runs import provenance, selectors
 from runs.access_log import receipt_access_record

@@ -13,10 +13,10 @@ from rest_framework.response import Response
 from governance import redaction
 from governance.auth import ApiTokenAuthentication
 from governance.tokens import auth_via
-from governance.api_errors import Forbidden
-from governance.filters import UtcIsoDateTimeFilter
-from governance.api_fields import StrictSerializer, has_text
-from governance.permissions import CanStartRuns
+from core.api_errors import Forbidden
+from core.filters import UtcIsoDateTimeFilter
+from core.api_fields import StrictSerializer, has_text
+from core.permissions import CanStartRuns
 from runs import provenance, selectors, services
 from runs.idempotency import idempotent
 from runs.models import ApprovalRequest, Run, RunEvent

@@ -25,7 +25,7 @@ from django.db.models import Max, Min
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from governance.permissions import reads_everything
+from core.permissions import reads_everything
 from runs import evidence_rows
 from runs.access_log import receipt_access_record
 from runs.evidence_rows import iso

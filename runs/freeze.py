@@ -2,7 +2,7 @@
 policies, grants and skills that hold at that moment, and the caller's roles.
 
 Reading all that takes nine statements, and it changes rarely. So each process keeps what it
-froze under the governance stamp (governance.stamp), which changes in the same transaction as
+froze under the governance stamp (core.stamp), which changes in the same transaction as
 every write to the tables read here: a run asked for after a change has committed reads the new
 stamp and freezes afresh. What is kept under a stamp was read while that stamp held: it is
 stored only if the stamp read after the loads is the one read before them.
@@ -14,10 +14,10 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 
 from agents.models import Agent, AgentVersion, Tool
-from governance import stamp as governance_stamp
+from core import stamp as governance_stamp
 from governance.engine import snapshot_sha256
 from governance.models import ToolGrant
-from governance.access import access_of
+from core.access import access_of
 from governance.selectors import policy_specs
 from skills.models import Skill
 

@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from rest_framework.response import Response
 
-from governance.api_errors import Conflict, Unprocessable
+from core.api_errors import Conflict, Unprocessable
 from runs.models import IdempotencyRecord
 
 HEADER = "Idempotency-Key"

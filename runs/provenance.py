@@ -8,7 +8,7 @@ a reader sees them (NFKC, case folded, UTS #39 skeleton, invisible characters dr
 homoglyph of a ticket's address still matches it.
 
 Addresses and URLs in a side-effect call's arguments are also checked for mixed scripts and
-look-alike characters (governance.text): `dana.whitfield@exаmple.com` with a Cyrillic `а` reads
+look-alike characters (core.text): `dana.whitfield@exаmple.com` with a Cyrillic `а` reads
 as a colleague's address and is not one. Such a call waits for a human whatever the policies say.
 """
 
@@ -18,7 +18,7 @@ import re
 import unicodedata
 
 from governance import redaction
-from governance.text import confusable_findings, skeleton
+from core.text import confusable_findings, skeleton
 
 EXCERPT_CHARS = 50  # on each side of the match
 MIN_VALUE_CHARS = 4  # shorter values ("P1", "yes") appear everywhere and say nothing

@@ -15,7 +15,7 @@ from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.generics import GenericAPIView, ListAPIView
 from rest_framework.response import Response
 
-from governance.filters import UtcIsoDateTimeFilter
+from core.filters import UtcIsoDateTimeFilter
 from runs import selectors, signing
 from runs.access_log import receipt_access_record
 from runs.evidence import EvidenceAccessDenied, EvidencePeriodError, evidence_bundle_stream, evidence_period_bound

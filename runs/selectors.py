@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from governance.models import Policy
-from governance.permissions import reads_everything
+from core.permissions import reads_everything
 from runs.models import ApprovalRequest, Receipt, Run
 
 

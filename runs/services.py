@@ -25,9 +25,9 @@ from agents.model_calls import model_complete, profile_chain
 from agents.models import Agent
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
-from governance.api_errors import Conflict, DomainError, Forbidden, NotFound, Unprocessable
+from core.api_errors import Conflict, DomainError, Forbidden, NotFound, Unprocessable
 from governance import redaction
-from governance.access import access_of
+from core.access import access_of
 from governance.roles import account_set_up_by
 from governance.rows import from_row, insert_row
 from governance.selectors import granted_tool_names

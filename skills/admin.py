@@ -7,8 +7,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from agents.admin import ReadOnlyAdmin
-from governance.api_errors import DomainError
+from core.admin import ReadOnlyAdmin
+from core.api_errors import DomainError
 from governance.diffs import text_diff
 from skills.models import Skill, SkillVersion
 from skills.parser import SkillFormatError, parse_skill_md

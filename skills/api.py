@@ -10,9 +10,10 @@ from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView, ListAPIView
 from rest_framework.response import Response
 
-from governance.api import StrictFieldsMixin, errors
-from governance.api_errors import Conflict
-from governance.permissions import ReadAnyRoleWriteGovernanceAdmin
+from core.api_fields import StrictFieldsMixin
+from core.api_views import errors
+from core.api_errors import Conflict
+from core.permissions import ReadAnyRoleWriteGovernanceAdmin
 from skills.models import Skill
 from skills.parser import SkillFormatError, parse_skill_md
 from skills.services import skill_import_report

@@ -13,8 +13,8 @@ from pathlib import Path
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from governance.api_errors import Conflict, Forbidden
-from governance.permissions import is_governance_admin
+from core.api_errors import Conflict, Forbidden
+from core.permissions import is_governance_admin
 from skills.models import Skill, SkillVersion
 from skills.parser import ParsedSkill, SkillFormatError, parse_skill_md
 

@@ -47,7 +47,7 @@ print("WALK " + json.dumps(pages))
 
 def _walk(tmp_path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "WARRANT_", "DATABASE_URL"))}
-    env.update(PRODUCTION, DJANGO_SETTINGS_MODULE="governance.settings", WARRANT_DATA_DIR=str(tmp_path / "data"),
+    env.update(PRODUCTION, DJANGO_SETTINGS_MODULE="warrant.settings", WARRANT_DATA_DIR=str(tmp_path / "data"),
                DJANGO_STATIC_ROOT=str(tmp_path / "collected"))
     done = subprocess.run([sys.executable, "-c", WALK], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

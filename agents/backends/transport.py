@@ -15,7 +15,7 @@ import httpx
 from django.conf import settings
 
 from agents.backends.base import AttemptFailed
-from governance import egress
+from core import egress
 
 # A chat reply with tool calls is a few kilobytes; anything near a megabyte is a runaway or an
 # attack, and is refused before it is parsed (so no tool in it can run).
@@ -67,7 +67,7 @@ def retry_after_seconds(value: str | None, *, now: float | None = None) -> float
 
 
 def _egress_rule() -> dict:
-    """Model servers only where the platform engineer allows (governance/egress.py: the hosts of
+    """Model servers only where the platform engineer allows (core/egress.py: the hosts of
     WARRANT_MODEL_ALLOWED_HOSTS when set, and never a loopback, private or link-local address that is
     not listed): a profile is data an admin edits, and must not turn the worker into a client of any
     address. The rule is applied to the address actually connected to, before anything is sent."""

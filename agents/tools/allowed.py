@@ -30,5 +30,5 @@ def python_path_allowed(path: str) -> bool:
 
 
 def tool_egress_rule() -> dict:
-    """The arguments governance.egress takes for tool sources (mcp_http, openapi)."""
+    """The arguments core.egress takes for tool sources (mcp_http, openapi)."""
     return {"allowed_hosts": settings.WARRANT.get("TOOL_ALLOWED_HOSTS") or (), "setting": "WARRANT_TOOL_ALLOWED_HOSTS"}

@@ -13,7 +13,7 @@ from functools import lru_cache
 from jsonschema import exceptions
 from jsonschema.validators import validator_for
 
-from governance.memo import DigestMemo, digest
+from core.memo import DigestMemo, digest
 
 
 @lru_cache(maxsize=512)

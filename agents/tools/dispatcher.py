@@ -24,7 +24,7 @@ from agents.tools.arguments import validate as validate_arguments
 from agents.tools.deadline import ToolTimeout, deadline
 from agents.tools.allowed import python_path_allowed
 from agents.tools.envelopes import ToolContext, ToolError, error, ok
-from governance import stamp as governance_stamp
+from core import stamp as governance_stamp
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from agents.tools import mcp_pool, sandbox
 from agents.tools.allowed import command_allowed, tool_egress_rule
 from agents.tools.deadline import ToolTimeout
 from agents.tools.envelopes import ToolError
-from governance import egress
+from core import egress
 
 MAX_TOOLS = 500
 
@@ -82,7 +82,7 @@ def _transport(source: ToolSource, errlog, timeout: float):
 @asynccontextmanager
 async def _http_transport(url: str, headers: dict, timeout: float):
     # The SDK leaves a client it was given open; this one is ours to close with the session. Every
-    # connection it opens is checked where it goes (governance/egress.py), redirects included.
+    # connection it opens is checked where it goes (core/egress.py), redirects included.
     async with egress.async_client(**tool_egress_rule(), headers=headers, timeout=httpx2.Timeout(timeout)) as client:
         async with streamable_http_client(url, http_client=client) as streams:
             yield streams

@@ -21,7 +21,7 @@ from agents.tools.allowed import tool_egress_rule
 from agents.tools.deadline import ToolTimeout
 from agents.tools.envelopes import ToolError
 from agents.tools.mcp import SourceUnavailable, credential_headers
-from governance import egress
+from core import egress
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 READ_ONLY = {"get", "head", "options"}

@@ -6,7 +6,7 @@ from django import template
 from django.urls import reverse
 from django.utils.html import format_html
 
-from governance.permissions import is_governance_admin, reads_everything
+from core.permissions import is_governance_admin, reads_everything
 from runs import selectors
 
 register = template.Library()

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from governance.parsers import MAX_DEPTH, depth_problem, loads_bounded
+from core.parsers import MAX_DEPTH, depth_problem, loads_bounded
 
 pytestmark = pytest.mark.django_db
 

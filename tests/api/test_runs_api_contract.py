@@ -8,7 +8,7 @@ import pytest
 from django.core.cache import cache
 from django.test import override_settings
 
-from governance.schema import SOMETHING_BUT_SPACES
+from warrant.schema import SOMETHING_BUT_SPACES
 from runs.models import ApprovalRequest, IdempotencyRecord, Run
 from tests.runs.helpers import start
 
@@ -64,7 +64,7 @@ def test_a_refused_request_leaves_its_key_free_for_the_corrected_one(operator, a
     # A decision already taken is a conflict, reason or none: nobody writes one to learn that.
     from django.contrib.auth.models import User
 
-    from governance.api_errors import Conflict
+    from core.api_errors import Conflict
     from runs.services import approval_decide
 
     with pytest.raises(Conflict, match="already decided"):

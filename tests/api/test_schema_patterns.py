@@ -9,7 +9,7 @@ import re
 import pytest
 from django.contrib.auth.models import Group
 
-from governance.schema import SOMETHING_BUT_SPACES
+from warrant.schema import SOMETHING_BUT_SPACES
 from runs.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +31,7 @@ def test_every_request_pattern_is_anchored_so_a_whole_match_is_what_the_schema_m
     patterns = [(f"{name}{where}", pattern) for name, schema in schemas.items() if name.endswith("Request")
                 for where, pattern in _request_patterns(schema) if pattern != SOMETHING_BUT_SPACES]
     assert len(patterns) > 10
-    # governance.api_fields checks these with fullmatch: the same as ECMA-262 only when anchored.
+    # core.api_fields checks these with fullmatch: the same as ECMA-262 only when anchored.
     assert [p for p in patterns if not (p[1].startswith("^") and p[1].endswith("$"))] == []
 
 

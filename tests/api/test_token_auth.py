@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from governance import stamp
+from core import stamp
 from governance.auth import ApiTokenAuthentication
 from governance.models import ApiToken
 from governance.tokens import token_issue, token_seal

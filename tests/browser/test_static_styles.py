@@ -46,7 +46,7 @@ def production(tmp_path_factory):
     key = next(line.split()[1] for line in done.stdout.splitlines() if line.startswith("KEY "))
     port = _port()
     log = open(data / "gunicorn.log", "w")
-    process = subprocess.Popen([sys.executable, "-m", "gunicorn", "governance.wsgi", "-w", "1", "-b", f"127.0.0.1:{port}"],
+    process = subprocess.Popen([sys.executable, "-m", "gunicorn", "warrant.wsgi", "-w", "1", "-b", f"127.0.0.1:{port}"],
                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -8,7 +8,7 @@
    operator2 and admin, and one tool source of each kind (TOOL_SOURCES). The server may start
    only `true` for an mcp_stdio source and import only tests.tools.pyfuncs for a python one
    (WARRANT_MCP_STDIO_COMMANDS, WARRANT_PYTHON_TOOL_MODULES), whatever the fuzzer sends.
-2. `gunicorn governance.wsgi` on a free loopback port with DJANGO_DEBUG=0 and throttles raised.
+2. `gunicorn warrant.wsgi` on a free loopback port with DJANGO_DEBUG=0 and throttles raised.
 3. `schemathesis run http://127.0.0.1:<port>/api/v1/schema/` (the live schema, loaded with the
    persona's token), twice:
      - as `operator`, with `operator2` as its WFC peer, so the `object_level_authorization` check
@@ -184,7 +184,7 @@ BUSINESS_RULES = {
     # agents.backends: a backend is a registered name (none of the fuzzer's made-up names is).
     "backend": r"^Not a registered model backend: ",
     # Issue 24: key variables only from WARRANT_SECRET_ENV_ALLOWED (empty on this server: none), URLs
-    # only where governance/egress.py lets them go. Rules of the deployment, not of the schema.
+    # only where core/egress.py lets them go. Rules of the deployment, not of the schema.
     "api_key_env": r"^[A-Z_][A-Z0-9_]* is not among the variables this deployment lets ",
     "env_passthrough": r"^[A-Z_][A-Z0-9_]* is not among the variables this deployment lets ",
     "base_url": r"^This deployment does not let (model profiles|tool sources) reach it: ",
@@ -411,7 +411,7 @@ class Server:
         self.error_log = logs / "gunicorn-error.log"
         self.output = open(logs / "server-output.log", "w")  # Django's log (tracebacks of 500s)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "governance.wsgi", "-b", f"127.0.0.1:{port}",
+            [sys.executable, "-m", "gunicorn", "warrant.wsgi", "-b", f"127.0.0.1:{port}",
              "--workers", "2", "--timeout", "120", "--graceful-timeout", "5",
              # Long generated query strings must reach Django, not stop at gunicorn's HTML 414.
              "--limit-request-line", "0",

@@ -9,7 +9,7 @@ from governance import engine
 from governance.engine import PolicyEvaluationError, PolicyIndex
 from governance import keyword_index
 from governance.keyword_index import KeywordIndex
-from governance.text import fold, normalize
+from core.text import fold, normalize
 from tests.governance.test_engine import make
 
 

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from governance.models import Policy, PolicyVersion
 from governance.selectors import policy_values
-from governance.api_errors import NotFound
+from core.api_errors import NotFound
 from governance.services import policy_create, policy_delete, policy_update
 
 pytestmark = pytest.mark.django_db

@@ -1,10 +1,10 @@
-"""governance.text: skeletons, mixed scripts and confusable addresses (pure, no database)."""
+"""core.text: skeletons, mixed scripts and confusable addresses (pure, no database)."""
 
 import random
 
 import pytest
 
-from governance.text import _TABLES, confusable_findings, fold, mixed_script, normalize, skeleton
+from core.text import _TABLES, confusable_findings, fold, mixed_script, normalize, skeleton
 
 CYRILLIC_A = "\u0430"
 

@@ -109,7 +109,7 @@ def test_a_denial_without_a_reason_decides_nothing(operator, approver, body):
     # The rule is the service's, so the workbench and every other caller meet it too.
     from django.contrib.auth.models import User
 
-    from governance.api_errors import DomainError
+    from core.api_errors import DomainError
     from runs.services import approval_decide
 
     with pytest.raises(DomainError, match="needs a reason"):

@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.models import Agent, AgentVersion, Tool
 from agents.services import agent_publish
-from governance import access, stamp
+from core import access, stamp
 from governance.models import Policy, ToolGrant
 from governance.services import grant_create, grant_delete, policy_create, policy_delete, policy_update
 from runs import freeze

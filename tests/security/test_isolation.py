@@ -22,7 +22,7 @@ from agents.services import tool_update
 from agents.tools import mcp_pool, sandbox
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
-from governance import egress
+from core import egress
 
 CTX = ToolContext(run_id="test", caller="operator")
 ROOT = Path(__file__).resolve().parents[2]

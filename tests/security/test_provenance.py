@@ -10,7 +10,7 @@ from django.test import Client
 
 from agents.models import CrmAccount, CrmTicket, SentEmail, Tool, ToolSource, TrustChange
 from agents.trust import tool_source_trust, tool_trust
-from governance.api_errors import Forbidden
+from core.api_errors import Forbidden
 from governance.models import Policy
 from runs import services
 from runs.models import ApprovalRequest, SideEffect

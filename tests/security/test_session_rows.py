@@ -37,7 +37,7 @@ def test_a_signed_in_users_data_copied_to_a_row_for_a_chosen_key_does_not_sign_i
 
     from django.utils import timezone
 
-    from governance.sessions import stored_key
+    from core.sessions import stored_key
 
     approver = Client()
     approver.force_login(get_user_model().objects.get(username="approver"))

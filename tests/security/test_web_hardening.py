@@ -26,7 +26,7 @@ PRODUCTION = {"DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": secrets.token_urlsafe(64
 
 def _python(code: str, env: dict, tmp_path) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "WARRANT_", "DATABASE_URL"))}
-    clean.update({"DJANGO_SETTINGS_MODULE": "governance.settings", "WARRANT_DATA_DIR": str(tmp_path)}, **env)
+    clean.update({"DJANGO_SETTINGS_MODULE": "warrant.settings", "WARRANT_DATA_DIR": str(tmp_path)}, **env)
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean, capture_output=True, text=True,
                           timeout=120)
 

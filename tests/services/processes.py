@@ -1,7 +1,7 @@
 """Real service processes for the durability suite: a Redis server, Celery workers, beat.
 
 Nothing here is a fake. Redis is a real redis-server on its own port (so killing it never
-touches the machine's shared one); workers and beat are real `celery -A governance` processes
+touches the machine's shared one); workers and beat are real `celery -A warrant` processes
 against the test PostgreSQL database.
 """
 
@@ -70,7 +70,7 @@ class RedisServer:
 
 
 class CeleryProcess:
-    """One `celery -A governance worker` (or beat) process with its log file."""
+    """One `celery -A warrant worker` (or beat) process with its log file."""
 
     def __init__(self, args: list[str], env: dict, log: Path):
         self.args, self.env, self.log = args, env, log

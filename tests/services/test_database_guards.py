@@ -106,7 +106,7 @@ def _test_database_url() -> str:
 WSGI_LAUNCHER = (
     "import sys\n"
     "from django.core.servers.basehttp import run\n"
-    "from governance.wsgi import application\n"
+    "from warrant.wsgi import application\n"
     "run('127.0.0.1', int(sys.argv[1]), application, threading=True)\n"
 )
 

@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from agents.models import SentEmail
-from governance.api_errors import Conflict
+from core.api_errors import Conflict
 from runs import services
 from runs.models import ApprovalRequest, Receipt, Run, SideEffect
 from runs.receipts import GENESIS, receipt_verify_chain

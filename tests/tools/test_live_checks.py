@@ -11,7 +11,7 @@ from agents import sources
 from agents.models import Tool, ToolSource
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
-from governance import stamp
+from core import stamp
 from governance.models import ToolGrant
 from governance.selectors import granted_tool_names
 from governance.services import grant_create

@@ -107,7 +107,7 @@ def _models(database_ok: bool) -> list[dict] | None:
 def _broker() -> dict:
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return {"ok": True, "mode": "embedded"}
-    from governance.celery import app
+    from warrant.celery import app
 
     try:
         with app.connection_for_write() as connection:

@@ -2,7 +2,7 @@ import os
 
 from celery import Celery
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "warrant.settings")
 
 app = Celery("warrant")
 app.config_from_object("django.conf:settings", namespace="CELERY")

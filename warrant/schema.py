@@ -2,11 +2,11 @@
 
 - Every operation documents the error answers it can give: whatever the view, routing,
   authentication, throttling and body limits can answer with these statuses, always in the one
-  error shape of governance.api_errors.
-- Request bodies are closed (governance.api_fields refuses unknown fields).
+  error shape of core.api_errors.
+- Request bodies are closed (core.api_fields refuses unknown fields).
 - A text field that is trimmed and may not be blank needs a non-space character, not just a
   length of one; a list that refuses repeats says so.
-- Query filters refuse an empty value (governance.filters), so their strings have a minimum length.
+- Query filters refuse an empty value (core.filters), so their strings have a minimum length.
 """
 
 from django.core.validators import RegexValidator
@@ -14,7 +14,7 @@ from drf_spectacular.drainage import set_override
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
-from governance.api_fields import UniqueListField, has_text
+from core.api_fields import UniqueListField, has_text
 from governance.auth import ApiTokenAuthentication
 
 # Warrant's tokens (governance.auth) speak DRF's token scheme: the same "tokenAuth" to clients.
@@ -86,7 +86,7 @@ def document_errors(result, generator, request, public):
     _filters_need_a_value(result)
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     for name, schema in schemas.items():
-        # Request bodies are strict (governance.api_fields): say so, so clients and fuzzers know.
+        # Request bodies are strict (core.api_fields): say so, so clients and fuzzers know.
         if name.endswith("Request") and schema.get("type") == "object" and "properties" in schema:
             schema.setdefault("additionalProperties", False)
     schemas["ErrorResponse"] = ERROR_SCHEMA

@@ -3,8 +3,8 @@
 from django.conf import settings
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from governance import stamp as governance_stamp
-from governance.access import has_model_permission
+from core import stamp as governance_stamp
+from core.access import has_model_permission
 
 
 def compliance_role() -> str:

@@ -22,7 +22,7 @@ class SessionStore(DatabaseSessionStore):
     def key_salt(self):
         # The data is signed for its own key: a signed-in user's data copied into a row for a key
         # someone chose does not decode (the row's key is written before its data is encoded).
-        return f"governance.sessions.{self.session_key or ''}"
+        return f"core.sessions.{self.session_key or ''}"
 
     def _get_session_from_db(self):
         if self.session_key is None:

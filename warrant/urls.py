@@ -3,12 +3,12 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from governance import health, pages
-from governance.api_errors import json_404, json_500
+from warrant import health, pages
+from core.api_errors import json_404, json_500
 
 api = [
     path("", include("runs.urls")),
-    path("", include("governance.api_urls")),
+    path("", include("warrant.api_urls")),
     path("", include("agents.urls")),
     path("", include("skills.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

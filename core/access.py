@@ -9,8 +9,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import Permission
 
-from governance import stamp as governance_stamp
-from governance.selectors import user_role_names
+from core import stamp as governance_stamp
 
 _kept = governance_stamp.Kept(limit=10_000)
 
@@ -27,7 +26,7 @@ def _load(user) -> Access:
     held = Permission.objects.filter(user=user).order_by().values_list(*fields).union(
         Permission.objects.filter(group__user=user).order_by().values_list(*fields))
     names = {f"{app}.{codename}" for app, codename in held}
-    return Access(roles=tuple(user_role_names(user)), permissions=frozenset(names))
+    return Access(roles=tuple(sorted(user.groups.values_list("name", flat=True))), permissions=frozenset(names))
 
 
 def access_of(user, *, stamp: str | None = None) -> Access:

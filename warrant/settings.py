@@ -77,9 +77,9 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 
-ROOT_URLCONF = "governance.urls"
-WSGI_APPLICATION = "governance.wsgi.application"
-ASGI_APPLICATION = "governance.asgi.application"
+ROOT_URLCONF = "warrant.urls"
+WSGI_APPLICATION = "warrant.wsgi.application"
+ASGI_APPLICATION = "warrant.asgi.application"
 
 TEMPLATES = [
     {
@@ -141,8 +141,8 @@ AXES_CLIENT_IP_CALLABLE = "governance.auth.client_ip"
 # Never name a header the client itself can set: it would pick the address it is counted under.
 WARRANT_CLIENT_IP_HEADER = os.environ.get("WARRANT_CLIENT_IP_HEADER", "")
 
-# Rows keyed by a digest of the cookie: reading django_session gives no one a way in (governance.sessions).
-SESSION_ENGINE = "governance.sessions"
+# Rows keyed by a digest of the cookie: reading django_session gives no one a way in (core.sessions).
+SESSION_ENGINE = "core.sessions"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
@@ -216,15 +216,15 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "governance.pagination.StrictLimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "core.pagination.StrictLimitOffsetPagination",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "governance.api_errors.exception_handler",
-    "DEFAULT_FILTER_BACKENDS": ["governance.filters.StrictFilterBackend"],
+    "EXCEPTION_HANDLER": "core.api_errors.exception_handler",
+    "DEFAULT_FILTER_BACKENDS": ["core.filters.StrictFilterBackend"],
     # JSON in: form and multipart bodies cannot say null or carry lists, so they are refused (415).
-    # Nesting is bounded (governance.parsers): a deep body is a 400, not a RecursionError.
-    "DEFAULT_PARSER_CLASSES": ["governance.parsers.BoundedJSONParser"],
+    # Nesting is bounded (core.parsers): a deep body is a 400, not a RecursionError.
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.BoundedJSONParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
-    "DEFAULT_SCHEMA_CLASS": "governance.schema.WarrantAutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "warrant.schema.WarrantAutoSchema",
     "DEFAULT_THROTTLE_RATES": {
         "run_create": os.environ.get("WARRANT_THROTTLE_RUN_CREATE", "60/min"),
         "approval_decide": os.environ.get("WARRANT_THROTTLE_APPROVAL_DECIDE", "120/min"),
@@ -242,7 +242,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "governance.schema.document_errors"],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "warrant.schema.document_errors"],
 }
 
 # Bodies larger than this are refused before a view sees them.
@@ -334,7 +334,7 @@ WARRANT = {
     # Environment variables a model profile's api_key_env, a tool source's auth_env or env_passthrough
     # may name (names, or prefixes ending in *); empty = none.
     "SECRET_ENV_ALLOWED": [c.strip() for c in os.environ.get("WARRANT_SECRET_ENV_ALLOWED", "").split(",") if c.strip()],
-    # Loopback, private and link-local networks any outbound host may resolve to (governance/egress.py);
+    # Loopback, private and link-local networks any outbound host may resolve to (core/egress.py);
     # under debug, loopback, so that a model server on localhost works.
     "EGRESS_PRIVATE_NETWORKS": [c.strip() for c in os.environ.get(
         "WARRANT_EGRESS_PRIVATE_NETWORKS", "127.0.0.0/8,::1/128" if DEBUG else "").split(",") if c.strip()],
