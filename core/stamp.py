@@ -2,12 +2,21 @@
 governance is frozen from, so what was frozen under one stamp may be reused while it holds.
 
 Triggers, not signals: bulk .update() and .delete(), cascades, raw SQL and TRUNCATE send no
-signals. They are (re)installed after every migrate, because SQLite rebuilds a table to alter it
-and drops its triggers with it. Each trigger upserts the single row with a random stamp, so a
-flushed table (tests) can never bring back a stamp a process still caches.
+signals. Each trigger upserts the single row with a random stamp, so a flushed table (tests)
+can never bring back a stamp a process still caches.
+
+Migration governance 0006 creates the triggers. For a migration author:
+- a migration that alters a table in TABLES so that SQLite rebuilds it (see core.triggers)
+  drops its triggers: end that migration with
+  `migrations.RunPython(stamp.create_triggers, migrations.RunPython.noop)`;
+- a table added to TABLES needs a migration with that same operation, after the one that
+  creates the table.
+tests/test_triggers.py fails when either is forgotten.
 """
 
 from django.db import connection
+
+from core.triggers import Trigger, TriggerSet
 
 # Every table runs.freeze reads, directly or through a join (tests/runs/test_freeze_cache.py
 # checks the list against the SQL an uncached freeze sends), and the tool sources, which the
@@ -21,8 +30,9 @@ TABLES = (
 )
 STAMP_TABLE = "governance_governancestamp"
 
+_FUNCTION = "warrant_governance_changed"
 _PG_FUNCTION = f"""
-CREATE OR REPLACE FUNCTION warrant_governance_changed() RETURNS trigger AS $$
+CREATE OR REPLACE FUNCTION {_FUNCTION}() RETURNS trigger AS $$
 BEGIN
     INSERT INTO {STAMP_TABLE} (id, stamp) VALUES (1, gen_random_uuid()::text)
         ON CONFLICT (id) DO UPDATE SET stamp = EXCLUDED.stamp;
@@ -34,21 +44,33 @@ _SQLITE_UPSERT = (f"INSERT INTO {STAMP_TABLE} (id, stamp) VALUES (1, lower(hex(r
                   "ON CONFLICT (id) DO UPDATE SET stamp = excluded.stamp;")
 
 
-def install_triggers(conn=connection) -> None:
-    with conn.cursor() as cursor:
-        if conn.vendor == "postgresql":
-            cursor.execute(_PG_FUNCTION)
-            for table in TABLES:
-                cursor.execute(f"CREATE OR REPLACE TRIGGER {table}_governance_changed "
-                               f"AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {table} "
-                               "FOR EACH STATEMENT EXECUTE FUNCTION warrant_governance_changed()")
-        elif conn.vendor == "sqlite":
-            for table in TABLES:
-                for event in ("INSERT", "UPDATE", "DELETE"):
-                    cursor.execute(f"CREATE TRIGGER IF NOT EXISTS {table}_governance_changed_{event.lower()} "
-                                   f"AFTER {event} ON {table} BEGIN {_SQLITE_UPSERT} END")
-        else:
-            raise NotImplementedError(f"no governance stamp triggers for {conn.vendor}")
+def _sqlite_trigger(table: str, event: str) -> Trigger:
+    name = f"{table}_governance_changed_{event.lower()}"
+    return Trigger(name, table, f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON {table} "
+                                f"BEGIN {_SQLITE_UPSERT} END")
+
+
+def _postgresql_trigger(table: str) -> Trigger:
+    name = f"{table}_governance_changed"
+    return Trigger(name, table, f"CREATE OR REPLACE TRIGGER {name} AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE "
+                                f"ON {table} FOR EACH STATEMENT EXECUTE FUNCTION {_FUNCTION}()")
+
+
+TRIGGERS = TriggerSet(
+    sqlite=tuple(_sqlite_trigger(table, event) for table in TABLES for event in ("INSERT", "UPDATE", "DELETE")),
+    postgresql=tuple(_postgresql_trigger(table) for table in TABLES),
+    postgresql_function=_PG_FUNCTION,
+    postgresql_function_name=_FUNCTION,
+)
+
+
+def create_triggers(apps, schema_editor) -> None:
+    """A migration's RunPython operation: create (or re-create) every stamp trigger."""
+    TRIGGERS.create(schema_editor.connection)
+
+
+def drop_triggers(apps, schema_editor) -> None:
+    TRIGGERS.drop(schema_editor.connection)
 
 
 def current(conn=connection) -> str | None:

@@ -1,43 +1,71 @@
 """The database itself refuses to change or remove evidence rows, on SQLite as on PostgreSQL.
 
-PostgreSQL's triggers (migrations 0002 and 0009) refuse UPDATE, DELETE and TRUNCATE; SQLite has
-no TRUNCATE, and its triggers below refuse UPDATE and DELETE. Someone with the database file or
-a superuser login can still drop them: that is what the signatures and the witness are for.
+PostgreSQL's triggers refuse UPDATE, DELETE and TRUNCATE; SQLite has no TRUNCATE, and its
+triggers refuse UPDATE and DELETE. Migrations runs 0002 and 0009 created them. A later
+migration that makes SQLite rebuild one of these tables drops its triggers, and must end with
+`migrations.RunPython(append_only.create_triggers, migrations.RunPython.noop)` (see
+core.triggers; tests/test_triggers.py fails for one that does not). Someone with the database
+file or a superuser login can still drop them: that is what the signatures and the witness are
+for.
 """
+
+from core.triggers import Trigger, TriggerSet
 
 TABLES = ("runs_receipt", "runs_runevent", "runs_receiptcheckpoint")
 _OPERATIONS = ("UPDATE", "DELETE")
+_FUNCTION = "warrant_refuse_change"
+_PG_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION {_FUNCTION}() RETURNS trigger AS $$
+BEGIN
+    RAISE EXCEPTION 'warrant: % rows are append-only (% refused)', TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END;
+$$ LANGUAGE plpgsql;
+"""
 
 
-def _name(table: str, operation: str) -> str:
-    return f"{table}_no_{operation.lower()}"
+def _sqlite_trigger(table: str, operation: str) -> Trigger:
+    name = f"{table}_no_{operation.lower()}"
+    return Trigger(name, table, f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE {operation} ON {table} BEGIN "
+                                f"SELECT RAISE(ABORT, 'warrant: {table} rows are append-only ({operation} refused)'); END")
+
+
+def _postgresql_triggers(table: str) -> tuple[Trigger, Trigger]:
+    return (Trigger(f"{table}_no_update_delete", table,
+                    f"CREATE OR REPLACE TRIGGER {table}_no_update_delete BEFORE UPDATE OR DELETE ON {table} "
+                    f"FOR EACH ROW EXECUTE FUNCTION {_FUNCTION}()"),
+            Trigger(f"{table}_no_truncate", table,
+                    f"CREATE OR REPLACE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
+                    f"FOR EACH STATEMENT EXECUTE FUNCTION {_FUNCTION}()"))
+
+
+# The function is left in place on drop: PostgreSQL's triggers were made by two migrations.
+TRIGGERS = TriggerSet(
+    sqlite=tuple(_sqlite_trigger(table, operation) for table in TABLES for operation in _OPERATIONS),
+    postgresql=tuple(trigger for table in TABLES for trigger in _postgresql_triggers(table)),
+    postgresql_function=_PG_FUNCTION,
+)
+
+
+def create_triggers(apps, schema_editor) -> None:
+    """A migration's RunPython operation: create (or re-create) the append-only triggers."""
+    TRIGGERS.create(schema_editor.connection)
+
+
+def drop_triggers(apps, schema_editor) -> None:
+    TRIGGERS.drop(schema_editor.connection)
 
 
 def sqlite_create(cursor) -> None:
-    for table in TABLES:
-        for operation in _OPERATIONS:
-            cursor.execute(
-                f"CREATE TRIGGER IF NOT EXISTS {_name(table, operation)} BEFORE {operation} ON {table} "
-                f"BEGIN SELECT RAISE(ABORT, 'warrant: {table} rows are append-only ({operation} refused)'); END")
+    for statement in TRIGGERS.create_statements("sqlite"):
+        cursor.execute(statement)
 
 
 def sqlite_drop(cursor) -> None:
-    for table in TABLES:
-        for operation in _OPERATIONS:
-            cursor.execute(f"DROP TRIGGER IF EXISTS {_name(table, operation)}")
+    for statement in TRIGGERS.drop_statements("sqlite"):
+        cursor.execute(statement)
 
 
 def missing(connection) -> list[str]:
     """The append-only triggers this database should have and does not (names as in the schema)."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
-            present = {row[0] for row in cursor.fetchall()}
-            wanted = [_name(t, o) for t in TABLES for o in _OPERATIONS]
-        elif connection.vendor == "postgresql":
-            cursor.execute("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgenabled <> 'D'")
-            present = {row[0] for row in cursor.fetchall()}
-            wanted = [f"{t}_{suffix}" for t in TABLES for suffix in ("no_update_delete", "no_truncate")]
-        else:
-            return []
-    return [name for name in wanted if name not in present]
+    return TRIGGERS.missing(connection)

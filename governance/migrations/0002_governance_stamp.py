@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 
 def first_stamp(apps, schema_editor):
-    # The triggers themselves are installed after every migrate (governance.apps).
+    # The triggers themselves are made by migration 0006.
     apps.get_model("governance", "GovernanceStamp").objects.using(schema_editor.connection.alias).update_or_create(
         id=1, defaults={"stamp": str(uuid.uuid4())})
 

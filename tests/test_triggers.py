@@ -1,0 +1,135 @@
+"""Migrations make the database triggers (the governance stamp, the append-only evidence tables),
+and no later migration loses them.
+
+Two ways to lose them: a fresh database that `migrate` left without them, and, on SQLite, a
+later migration that rebuilds a table (Django copies its rows into a new table and drops the old
+one, triggers included). The second does not show on a fresh database when the rebuilding
+migration happens to run first, so it is found from the SQL each migration would send.
+"""
+
+import functools
+
+import pytest
+from django.db import connection, migrations, models
+from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.state import ProjectState
+from django.db.utils import ConnectionHandler
+
+from core import stamp
+from runs import append_only
+
+# Each set of triggers, the module whose create_triggers re-creates it, and the migration that
+# first made it on SQLite: any migration that is not an ancestor of that one may run after it.
+STAMP_CREATOR = ("governance", "0006_governance_stamp_triggers")
+CREATORS = [(stamp, STAMP_CREATOR), (append_only, ("runs", "0009_signed_receipts_and_checkpoints"))]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("module", [stamp, append_only], ids=["governance-stamp", "append-only"])
+def test_after_migrate_every_trigger_is_there(module):
+    assert module.TRIGGERS.missing(connection) == []
+
+
+@pytest.mark.django_db
+def test_every_stamped_table_has_stamp_triggers():
+    assert stamp.TRIGGERS.tables(connection.vendor) == set(stamp.TABLES)
+
+
+@pytest.mark.django_db
+def test_the_stamp_triggers_drop_and_come_back():
+    # DDL is transactional on SQLite and PostgreSQL: the test's rollback leaves the schema as it was.
+    stamp.TRIGGERS.drop(connection)
+    assert sorted(stamp.TRIGGERS.missing(connection)) == sorted(t.name for t in stamp.TRIGGERS.triggers(connection.vendor))
+    stamp.TRIGGERS.create(connection)
+    stamp.TRIGGERS.create(connection)  # idempotent: a database from the old post_migrate hook has them
+    assert stamp.TRIGGERS.missing(connection) == []
+
+
+def _sqlite():
+    """A connection to an empty in-memory SQLite database, whatever the tests run on."""
+    return ConnectionHandler({"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}})["default"]
+
+
+def _rebuilds(migration, state: ProjectState, editor) -> tuple[list[tuple[int, set[str]]], ProjectState]:
+    """(operation index, the tables it rebuilds) for each operation of `migration` that makes
+    SQLite rebuild a table, and the project state after the migration."""
+    found = []
+    for index, operation in enumerate(migration.operations):
+        if not operation.reduces_to_sql:  # RunPython: no schema change to look at
+            continue
+        before, after = len(editor.collected_sql), state.clone()
+        operation.state_forwards(migration.app_label, after)
+        operation.database_forwards(migration.app_label, editor, state, after)
+        state = after
+        if dropped := {sql.split('"')[1] for sql in editor.collected_sql[before:] if sql.startswith('DROP TABLE "')}:
+            found.append((index, dropped))
+    return found, state
+
+
+def _lost(module, creator, history) -> list[str]:
+    """Migrations in `history` that may run after `creator`, rebuild a table with triggers of
+    `module` on SQLite, and do not re-create them after that."""
+    tables, lost = module.TRIGGERS.tables("sqlite"), []
+    for migration, found, before_creator in history:
+        if (migration.app_label, migration.name) in before_creator[creator]:
+            continue
+        for index, dropped in found:
+            recreated = any(isinstance(operation, migrations.RunPython) and operation.code is module.create_triggers
+                            for operation in migration.operations[index + 1:])
+            if dropped & tables and not recreated:
+                lost.append(f"{migration.app_label}.{migration.name} rebuilds {sorted(dropped & tables)}")
+    return lost
+
+
+def _collect(migrations_in_order, state: ProjectState, before_creator) -> tuple[list, ProjectState]:
+    sqlite = _sqlite()
+    try:
+        history = []
+        with sqlite.schema_editor(collect_sql=True, atomic=False) as editor:
+            for migration in migrations_in_order:
+                found, state = _rebuilds(migration, state, editor)
+                history.append((migration, found, before_creator))
+        return history, state
+    finally:
+        sqlite.close()
+
+
+@functools.cache
+def _history() -> tuple[list, ProjectState]:
+    """Every migration in the order a fresh `migrate` runs them, each with the tables it
+    rebuilds on SQLite and, per creator, the migrations that always run before it; and the
+    project state at the end."""
+    executor = MigrationExecutor(_sqlite())
+    graph = executor.loader.graph
+    plan = [migration for migration, backwards in executor.migration_plan(graph.leaf_nodes(), clean_start=True)]
+    before_creator = {creator: set(graph.forwards_plan(creator)) for _, creator in CREATORS}
+    return _collect(plan, ProjectState(real_apps=executor.loader.unmigrated_apps), before_creator)
+
+
+def _history_with(extra) -> list:
+    history, state = _history()
+    return history + _collect([extra], state.clone(), history[0][2])[0]
+
+
+@pytest.mark.parametrize(("module", "creator"), CREATORS, ids=["governance-stamp", "append-only"])
+def test_no_later_migration_rebuilds_a_table_and_loses_its_triggers(django_db_blocker, module, creator):
+    with django_db_blocker.unblock():
+        lost = _lost(module, creator, _history()[0])
+    assert lost == [], (f"end each with migrations.RunPython({module.__name__}.create_triggers, "
+                        "migrations.RunPython.noop)")
+
+
+def _altering_tool(*, then_recreate: bool):
+    operations = [migrations.AlterField("tool", "description", models.CharField(max_length=500))]
+    if then_recreate:
+        operations.append(migrations.RunPython(stamp.create_triggers, migrations.RunPython.noop))
+    return type("Migration", (migrations.Migration,), {"operations": operations})("9999_alter_tool", "agents")
+
+
+def test_the_check_sees_a_rebuild_that_loses_the_triggers(django_db_blocker):
+    """The check above would pass vacuously if it never saw a rebuild: it must see this one."""
+    with django_db_blocker.unblock():
+        lost = _lost(stamp, STAMP_CREATOR, _history_with(_altering_tool(then_recreate=False)))
+        kept = _lost(stamp, STAMP_CREATOR, _history_with(_altering_tool(then_recreate=True)))
+    assert lost == ["agents.9999_alter_tool rebuilds ['agents_tool']"]
+    assert kept == []
