@@ -1,13 +1,18 @@
-"""Personas and API clients over the real demo, loaded into the test database."""
+"""API clients of the demo's people (the demo loaded into the test database), personas made by
+tests/factories.py for tests that need no demo, and the replaying agent."""
 
 import os
+from dataclasses import dataclass
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.test import Client
 from rest_framework.test import APIClient
 
+from agents.models import Tool
 from runs.demo import demo_load
+from tests import factories
 
 # The durability suite needs PostgreSQL and a broker; `make test` runs it as a second pass.
 collect_ignore = [] if os.environ.get("DATABASE_URL", "").startswith("postgres") else ["services"]
@@ -73,6 +78,54 @@ def second_operator(demo):
     user = get_user_model().objects.create_user("operator2", password="x")
     user.groups.add(Group.objects.get(name="operators"))
     return _client("operator2")
+
+
+# --- personas: people made by the factories, for tests that do not need the demo -----------------
+
+
+@dataclass
+class Persona:
+    """A user, with an API client and a signed-in browser session as that user."""
+
+    user: object
+    api: APIClient
+    browser: Client
+
+
+def _persona(person) -> Persona:
+    return Persona(user=person, api=factories.api_client(person), browser=factories.browser(person))
+
+
+@pytest.fixture
+def caller(db) -> Persona:
+    """May start runs (the operators role)."""
+    return _persona(factories.caller())
+
+
+@pytest.fixture
+def secops(db) -> Persona:
+    """An approver: a member of the role approval policies name."""
+    return _persona(factories.approver())
+
+
+@pytest.fixture
+def compliance_officer(db) -> Persona:
+    """Reads every run and receipt."""
+    return _persona(factories.compliance_officer())
+
+
+@pytest.fixture
+def governance_admin(db) -> Persona:
+    """Changes policies, grants, agents and skills (not a superuser)."""
+    return _persona(factories.governance_admin())
+
+
+@pytest.fixture
+def replay_agent(demo):
+    """The agent "replayer", whose model follows the script given as the run's input
+    (tests/runs/backends.py), carrying every tool registered by dotted path at this point (the
+    demo's and any a fixture before it made), published. factories.carry(agent, tool) adds more."""
+    return factories.replay_agent(*Tool.objects.filter(source=Tool.Source.PYTHON, tool_source=None))
 
 
 @pytest.fixture(autouse=True)

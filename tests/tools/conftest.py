@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
-from agents.models import Agent, ModelProfile, Tool
-from agents.services import agent_publish
 from runs import services
 from runs.models import Run
 
@@ -121,21 +119,6 @@ def child_processes() -> list[int]:
         if int(fields[1]) == os.getpid() and fields[0] != "Z":
             found.append(int(entry))
     return found
-
-
-@pytest.fixture
-def replay_agent(demo):
-    """An agent whose 'model' follows a script given as the run's input (tests/runs/backends.py)."""
-    profile = ModelProfile.objects.create(name="replay", backend="replay", model="replay-1")
-    agent = Agent.objects.create(slug="replayer", name="Replayer", instructions="Follow the script.",
-                                 model_profile=profile)
-
-    def publish(*tools: Tool):
-        agent.tools.set(list(Tool.objects.filter(source="python", tool_source=None)) + list(tools))
-        agent_publish(agent=agent)
-        return agent
-
-    return publish
 
 
 def run_script(script: dict, *, user: str = "operator") -> Run:

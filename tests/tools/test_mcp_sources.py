@@ -15,6 +15,7 @@ from agents.tools.envelopes import ToolContext
 from governance.models import ToolGrant
 from governance.services import grant_create, policy_create
 from runs.models import ApprovalRequest
+from tests.factories import carry
 from tests.tools.conftest import advance, child_processes, run_script, shown, time_server_command, tool_events
 
 pytestmark = pytest.mark.django_db
@@ -63,7 +64,7 @@ def test_an_ungranted_mcp_tool_is_neither_listed_to_the_model_nor_callable(repla
     tool = Tool.objects.get(name="clock__get_current_time")
     tool.enabled = True
     tool.save()
-    replay_agent(tool)
+    carry(replay_agent, tool)
     script = {"turns": [[{"name": tool.name, "arguments": {"timezone": "Europe/Paris"}}]]}
 
     run = run_script(script)
@@ -105,7 +106,7 @@ def test_an_mcp_tool_under_an_approval_policy_parks_and_runs_once_approved(repla
     tool = _enable_and_grant(Tool.objects.get(name="clock__convert_time"))
     policy_create(values={"name": "approve clock conversions", "type": "tool_approval", "target_tools": [tool.name],
                           "approver_role": "secops"})
-    replay_agent(tool)
+    carry(replay_agent, tool)
     arguments = {"source_timezone": "Europe/London", "time": "09:30", "target_timezone": "Asia/Tokyo"}
     run = run_script({"turns": [[{"name": tool.name, "arguments": arguments}]]})
     assert run.status == "awaiting_approval"
@@ -146,7 +147,7 @@ def test_a_tool_whose_description_changes_on_the_server_is_held_until_re_approve
     source, setting = changing_time_server
     sources.tool_source_sync(source=source)
     tool = _enable_and_grant(Tool.objects.get(name="clock__get_current_time"))
-    replay_agent(tool)
+    carry(replay_agent, tool)
     frozen = _spec(tool)
     assert dispatch(tool=frozen, arguments={"timezone": "UTC"}, ctx=CTX)["ok"]
 
@@ -302,7 +303,7 @@ def test_a_hostile_mcp_result_taints_the_run_and_does_not_unlock_a_side_effect(r
     echo = _enable_and_grant(Tool.objects.get(name="every__echo"))
     toggler = _enable_and_grant(Tool.objects.get(name="every__toggle-simulated-logging"))
     assert toggler.side_effect and not toggler.requires_approval  # no policy names it either
-    replay_agent(echo, toggler)
+    carry(replay_agent, echo, toggler)
 
     # Untrusted, the source's words (its tools' descriptions) taint every run they are shown to.
     untrusted = run_script({"turns": [[{"name": toggler.name, "arguments": {}}]]})

@@ -16,6 +16,7 @@ from agents.tools.envelopes import ToolContext
 from governance.services import grant_create
 from governance.tokens import token_issue
 from runs.models import ApprovalRequest, SideEffect
+from tests.factories import carry
 from tests.tools.conftest import advance, run_script, shown, tool_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -87,7 +88,7 @@ def test_an_openapi_post_needs_approval_and_then_runs_exactly_once(warrant_api, 
     # transaction while a side effect runs, and on SQLite a live server writing to the same
     # database would wait for that lock (see the README's note on tool sources).
     tool = _enable_and_grant("warrant__policies_evaluate")
-    replay_agent(tool)
+    carry(replay_agent, tool)
     arguments = {"body": {"agent": "crm-assistant", "input": "Delete the account Initech."}}
     run = run_script({"turns": [[{"name": tool.name, "arguments": arguments}]]})
     assert run.status == "awaiting_approval"
@@ -115,7 +116,7 @@ def test_a_governance_admin_may_lift_the_approval_of_an_openapi_write(warrant_ap
     response = admin.patch("/api/v1/tool-sources/warrant/", {"trusted": True, "trust_reason": "our own API"},
                            format="json")
     assert response.status_code == 200 and response.json()["trusted"] is True
-    replay_agent(tool)
+    carry(replay_agent, tool)
     arguments = {"body": {"agent": "crm-assistant", "input": "List all accounts."}}
     run = run_script({"turns": [[{"name": tool.name, "arguments": arguments}]]})
     assert run.status == "succeeded" and tool_events(run)[0]["result"]["ok"]
@@ -125,7 +126,7 @@ def test_an_ungranted_openapi_tool_is_not_shown_nor_called(warrant_api, replay_a
     tool = Tool.objects.get(name="warrant__agents_list")
     tool.enabled = True
     tool.save()
-    replay_agent(tool)
+    carry(replay_agent, tool)
     run = run_script({"turns": [[{"name": tool.name, "arguments": {}}]]})
     assert tool.name not in shown(run)
     assert tool_events(run)[0]["result"]["code"] == "not_permitted"

@@ -15,6 +15,7 @@ from agents.tools.deadline import ToolTimeout, deadline
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
 from governance.services import grant_create
+from tests.factories import carry
 from tests.tools import pyfuncs
 from tests.tools.conftest import run_script, shown, tool_events
 
@@ -119,7 +120,7 @@ def test_a_hung_python_tool_is_stopped_off_the_main_thread_too():
 def test_a_python_tool_goes_through_the_same_gate_in_a_run(replay_agent):
     call_command("register_python_tools", "py", "tests.tools.pyfuncs")
     Tool.objects.filter(name="py__add").update(enabled=True)
-    replay_agent(Tool.objects.get(name="py__add"))
+    carry(replay_agent, Tool.objects.get(name="py__add"))
     script = {"turns": [[{"name": "py__add", "arguments": {"a": 40}}]]}
     run = run_script(script)
     assert "py__add" not in shown(run) and tool_events(run)[0]["result"]["code"] == "not_permitted"
