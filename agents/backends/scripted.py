@@ -1,71 +1,57 @@
 """The `scripted` backend: a deterministic stand-in for a model, good enough to drive the demo.
 
-Each call reads the whole request afresh, so it keeps no state between turns:
+It knows no tool by name. Each call reads the whole request afresh and keeps no state:
 
-1. Steps: the backticked tool names in the system prompt's "## Playbook: …" and "## Skill: …"
-   sections, in order, that are among the tools on offer. With none, the tools whose name words
-   appear in the first user message (see `scripted_plan.inferred_steps`).
-2. Orders: text in a user message or a tool result that tells it to call a tool (see
-   `scripted_orders`). It obeys them first, once each, even for tools it was not shown, because
-   a model can be fooled and the harness must be the one to stop it.
-3. Arguments come from the request (account names and ids, addresses, topics, arithmetic) and from
-   earlier results (get_account / list_accounts turn a name into an id or a number). A turn emits
-   every call whose arguments are known now, plus the lookups the others wait for; a call already
-   made (same name and arguments) is never made again.
-4. With nothing left to call, it answers in plain text from the results, errors included.
+1. Steps: the backticked tool names in the prompt's playbook and skill sections (agents.prompt_format)
+   that are on offer; with none, the tools whose name words the first user message says.
+2. Orders: text in a user message or a successful tool result that tells it to call a tool
+   (scripted_orders). It obeys them first, once each, even for tools it was not shown, because a
+   model can be fooled and the harness must be the one to stop it.
+3. Arguments are filled by the tools' schema property names from the request and from earlier
+   results (scripted_plan). A turn emits every call whose arguments are known now, plus the lookups
+   the others wait for; a call already made (same name and arguments) is never made again.
+4. With nothing left to call, it answers in plain text from the results, errors included, in the
+   words the tools' vocabulary gives (scripted_vocabulary).
 
 Pure: no ORM, no settings, no I/O. Token counts are estimates and say so.
 """
 
 import json
 
-from agents.backends import scripted_plan as plan_rules
 from agents.backends.base import ModelRequest, ModelResponse, ToolCall, Usage, estimate_tokens
-from agents.backends.scripted_answer import compose
-from agents.backends.scripted_history import LISTER, Knowledge, PastCall, call_key, past_calls
-from agents.backends.scripted_orders import Order, find_orders, strip_orders
-from agents.backends.scripted_text import planned_steps, signature
+from agents.backends.scripted_history import Knowledge, PastCall, call_key, past_calls
+from agents.backends.scripted_orders import find_orders, strip_orders
+from agents.backends.scripted_plan import Planner, inferred_steps, scope_of
+from agents.backends.scripted_text import planned_steps
+from agents.backends.scripted_vocabulary import vocabulary
+from agents.prompt_format import LOAD_SKILL
 
-LOAD_SKILL = "load_skill"
+CANNOT_HELP = "I can't help with that using the tools available to me."
+_PERMISSION_CODES = frozenset({"not_permitted", "unknown_tool", "forbidden", "not_allowed"})
 
 
 class ScriptedBackend:
     name = "scripted"
 
     def __init__(self, profile: dict | None = None):
-        # A model profile configures real backends (base_url, keys, timeouts); this one has nothing to
-        # configure, and takes the profile only so every backend is built the same way.
+        # Real backends take their configuration from the profile; this one has none, and takes it
+        # only so every backend is built the same way.
         self.profile = dict(profile or {})
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         turn = _Turn(request)
         calls = turn.next_calls()
-        if calls:
-            number = 1 + sum(1 for m in request.messages if m.get("role") == "assistant")
-            tool_calls = [
-                ToolCall(id=f"call_{number}_{index}", name=name, arguments=arguments)
-                for index, (name, arguments) in enumerate(calls, start=1)
-            ]
-            text = _rationale(tool_calls)
-        else:
-            tool_calls = []
-            text = turn.answer()
+        number = 1 + sum(1 for m in request.messages if m.get("role") == "assistant")
+        tool_calls = [ToolCall(id=f"call_{number}_{index}", name=name, arguments=arguments)
+                      for index, (name, arguments) in enumerate(calls, start=1)]
+        names = list(dict.fromkeys(call.name for call in tool_calls))
+        text = (f"Calling {names[0] if len(names) == 1 else ', '.join(names[:-1]) + ' and ' + names[-1]}."
+                if tool_calls else turn.answer())
         spoken = text + _dumps([[call.id, call.name, call.arguments] for call in tool_calls])
-        return ModelResponse(
-            text=text,
-            tool_calls=tool_calls,
-            usage=Usage(
-                input_tokens=estimate_tokens(
-                    request.system + _dumps(request.messages) + _dumps(request.tools)
-                ),
-                output_tokens=estimate_tokens(spoken),
-                estimated=True,
-            ),
-            model=request.model,
-            backend=self.name,
-            rationale=text if tool_calls else "",
-            raw={"steps": list(turn.steps)},
-        )
+        usage = Usage(input_tokens=estimate_tokens(request.system + _dumps(request.messages) + _dumps(request.tools)),
+                      output_tokens=estimate_tokens(spoken), estimated=True)
+        return ModelResponse(text=text, tool_calls=tool_calls, usage=usage, model=request.model, backend=self.name,
+                             rationale=text if tool_calls else "", raw={"steps": list(turn.steps)})
 
 
 class _Turn:
@@ -73,90 +59,92 @@ class _Turn:
 
     def __init__(self, request: ModelRequest):
         self.tools = {tool["name"]: tool for tool in request.tools}
-        self.tool_names = list(self.tools)
         self.history: list[PastCall] = past_calls(request.messages)
-        self.knowledge = Knowledge(self.history)
-
+        self.knowledge = Knowledge(self.history, vocabulary().records)
         user_texts = [_text(m.get("content")) for m in request.messages if m.get("role") == "user"]
-        self.request_text = user_texts[0] if user_texts else ""
-        own_orders = find_orders(self.request_text, self.tool_names)
-        self.orders: list[Order] = own_orders + [
-            order for text in user_texts[1:] for order in find_orders(text, self.tool_names)
-        ]
+        request_text = user_texts[0] if user_texts else ""
+        own = find_orders(request_text, self.tools)
+        self.orders = own + [order for text in user_texts[1:] for order in find_orders(text, self.tools)]
         # Results are read only when they succeeded: an error message is the harness talking. A
         # loaded skill is a procedure the harness handed over; its steps arrive in the prompt.
         for call in self.history:
             if call.ok and call.name != LOAD_SKILL:
-                for text in _strings(call.data):
-                    self.orders.extend(find_orders(text, self.tool_names))
-
-        subject = strip_orders(self.request_text, own_orders)
-        self.steps = planned_steps(request.system, self.tool_names) or plan_rules.inferred_steps(
-            subject, self.tool_names
-        )
-        email_tool = self.tools.get("send_email") or {}
-        self.scope = plan_rules.scope_of(
-            subject,
-            full_text=self.request_text,
-            fan_out=LISTER in self.steps,
-            signature=signature(str(email_tool.get("description") or "")),
-        )
+                self.orders.extend(order for text in _strings(call.data) for order in find_orders(text, self.tools))
+        subject = strip_orders(request_text, own)
+        self.steps = planned_steps(request.system, self.tools) or inferred_steps(subject, list(self.tools.values()))
+        self.planner = Planner(self.tools, self.knowledge, self.steps)
+        lister = vocabulary().records.lister if vocabulary().records else None
+        self.scope = scope_of(subject, full_text=request_text, fan_out=lister in self.steps)
         self.skipped: list[str] = []
 
     def next_calls(self) -> list[tuple[str, dict]]:
         seen = {call_key(call.name, call.arguments) for call in self.history}
-        batch: list[tuple[str, dict]] = []
-
-        def add(name: str, arguments: dict) -> None:
-            key = call_key(name, arguments)
-            if key not in seen:
-                seen.add(key)
-                batch.append((name, arguments))
-
-        fills = []
-        for order in self.orders:
-            if order.arguments is None and order.target is None and self.knowledge.made(order.tool):
-                continue  # a bare "call X" is obeyed once
-            fills.append(
-                (order.tool, plan_rules.fill_order(order, self.scope, self.knowledge, self.tools, self.steps))
-            )
-        for step in self.steps:
-            schema = self.tools[step].get("input_schema") or {}
-            fills.append(
-                (
-                    step,
-                    plan_rules.fill_step(
-                        step, schema, self.scope, self.knowledge, self.tool_names, self.steps
-                    ),
-                )
-            )
+        # A bare "call X" (no arguments, no target) is obeyed once.
+        fills = [(order.tool, self.planner.fill_order(order, self.scope)) for order in self.orders
+                 if order.arguments is not None or order.target is not None or not self.knowledge.made(order.tool)]
+        fills += [(step, self.planner.fill_step(step, self.scope)) for step in self.steps]
+        batch = []
         for tool, fill in fills:
-            if fill.status == "ready":
-                for arguments in fill.values:
-                    add(tool, arguments)
-            elif fill.status == "wait":
-                for name, arguments in fill.needs:
-                    add(name, arguments)
-            else:
+            if fill.status == "skip":
                 self.skipped.append(fill.reason)
+            for name, arguments in ([(tool, a) for a in fill.values] if fill.status == "ready" else fill.needs):
+                if call_key(name, arguments) not in seen:
+                    seen.add(call_key(name, arguments))
+                    batch.append((name, arguments))
         return batch
 
-    def answer(self) -> str:
-        skipped = self.skipped if (self.steps or self.orders) else []
-        return compose(self.history, self.knowledge, describe_calculation=self.describe, skipped=skipped)
+    # --- The answer ---------------------------------------------------------------------------
+
+    def label(self, record_id: str) -> str:
+        return self.knowledge.label(record_id)
 
     def describe(self, expression: str) -> str | None:
         """What an expression we built means ("10% of Acme Corp's ARR (240000)"), if we built it."""
-        fill = plan_rules.calculation(self.scope, self.knowledge, self.tool_names, self.steps)
-        if fill.status == "ready" and fill.values and fill.values[0] == expression:
-            return fill.description
-        return None
+        fill = self.planner.calculation(self.scope)
+        return fill.description if fill.status == "ready" and fill.values and fill.values[0] == expression else None
+
+    def answer(self) -> str:
+        answered = [call for call in self.history if call.envelope is not None]
+        if not answered:
+            if self.skipped and (self.steps or self.orders):
+                return f"I could not do that: {self.skipped[0]}."
+            return CANNOT_HELP if not self.history else "The tools have not answered yet, so I have nothing to report."
+        words, records = vocabulary(), vocabulary().records
+        lookups = {records.resolver, records.lister} if records else set()
+        asked_more = any(call.name not in lookups for call in answered)
+        blocks = [summary(done, self) for tool, summary in words.summaries.items()
+                  if (done := [call for call in answered if call.ok and call.name == tool])]
+        for call in answered:
+            if call.ok and call.name not in words.summaries and not (call.name in lookups and asked_more):
+                phrase = words.answers.get(call.name)
+                blocks.append(phrase(call, self) if phrase else f"{call.name} returned: {_dumps(call.data)[:500]}")
+        blocks += [_error(call) for call in answered if not call.ok]
+        return "\n\n".join(dict.fromkeys(block for block in blocks if block))
 
 
-def _rationale(calls: list[ToolCall]) -> str:
-    names = list(dict.fromkeys(call.name for call in calls))
-    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-    return f"Calling {listed}."
+def _consequence(tool: str) -> str:
+    verb = tool.split("_", 1)[0].lower()
+    return {"send": "nothing was sent", "delete": "nothing was deleted", "remove": "nothing was deleted"}.get(
+        verb, "it did not run")
+
+
+def _error(call: PastCall) -> str:
+    envelope = call.envelope or {}
+    code = str(envelope.get("code") or "error")
+    details = envelope.get("details") if isinstance(envelope.get("details"), dict) else {}
+    reason = details.get("reason") or envelope.get("reason")
+    if reason:  # as a sentence
+        reason = str(reason).strip() + ("" if str(reason).strip().endswith((".", "!", "?")) else ".")
+    # "expired" as its own code: calls recorded before an expiry was told as a denial.
+    if code == "expired" or (code == "denied" and details.get("decision") == "expired"):
+        line = f"The approval request for {call.name} expired before anyone decided, so {_consequence(call.name)}."
+        return line + (f" {reason}" if reason else "")
+    if code == "denied":
+        line = f"The call to {call.name} was denied by an approver, so {_consequence(call.name)}."
+        return line + (f" The approver's reason: {reason}" if reason else "")
+    if code in _PERMISSION_CODES:
+        return f"I am not permitted to use {call.name}."
+    return f"{call.name} failed: {envelope.get('error') or code}"
 
 
 def _text(content) -> str:

@@ -1,13 +1,10 @@
-"""What the conversation so far tells the scripted backend: calls made, results, accounts seen."""
+"""What the conversation so far tells the scripted backend: calls made, their results, records seen."""
 
 import json
 from dataclasses import dataclass
 
 from agents.backends.base import tool_result_payload
-from agents.backends.scripted_text import ACCOUNT_ID_RE
-
-RESOLVER = "get_account"
-LISTER = "list_accounts"
+from agents.backends.scripted_vocabulary import Records
 
 
 def call_key(name: str, arguments: dict) -> str:
@@ -30,117 +27,89 @@ class PastCall:
         return self.envelope.get("data") if self.ok else None
 
 
-def parse_envelope(content) -> dict:
-    """A tool message's content as an envelope; anything that is not one counts as plain data."""
-    content = tool_result_payload(content)
-    value = content
-    if isinstance(content, str):
-        try:
-            value = json.loads(content)
-        except ValueError:
-            return {"ok": True, "data": content}
-    if isinstance(value, dict) and isinstance(value.get("ok"), bool):
-        return value
-    return {"ok": True, "data": value}
+_NOT_JSON = object()
 
 
-def _arguments(raw) -> dict:
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return {}
-    return raw if isinstance(raw, dict) else {}
+def _json(raw, default):
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return default
 
 
 def past_calls(messages: list[dict]) -> list[PastCall]:
-    calls: list[tuple[str, str, dict]] = []
-    results: dict[str, dict] = {}
+    """The assistant's tool calls in order, each with the envelope of its result if it has one.
+
+    A result that is not an envelope ({"ok": bool, ...}) counts as plain data that succeeded."""
+    calls, results = [], {}
     for message in messages:
         if message.get("role") == "assistant":
             for call in message.get("tool_calls") or []:
-                calls.append(
-                    (str(call.get("id", "")), call.get("name", ""), _arguments(call.get("arguments")))
-                )
+                raw = call.get("arguments")
+                arguments = _json(raw, {}) if isinstance(raw, str) else raw
+                calls.append((str(call.get("id", "")), call.get("name", ""), arguments))
         elif message.get("role") == "tool":
-            results[str(message.get("tool_call_id", ""))] = parse_envelope(message.get("content"))
-    return [PastCall(id, name, arguments, results.get(id)) for id, name, arguments in calls]
-
-
-def records(data) -> list[dict]:
-    """The dicts in a result: a list of them, or a dict, or a dict wrapping a list of them."""
-    if isinstance(data, list):
-        return [item for item in data if isinstance(item, dict)]
-    if isinstance(data, dict):
-        for key in ("accounts", "results", "items"):
-            if isinstance(data.get(key), list):
-                return records(data[key])
-        return [data]
-    return []
-
-
-def record_id(record: dict) -> str | None:
-    for key in ("id", "account_id"):
-        value = record.get(key)
-        if isinstance(value, str) and ACCOUNT_ID_RE.fullmatch(value):
-            return value
-    return None
+            content = tool_result_payload(message.get("content"))
+            value = _json(content, _NOT_JSON) if isinstance(content, str) else content
+            ok_envelope = isinstance(value, dict) and isinstance(value.get("ok"), bool)
+            results[str(message.get("tool_call_id", ""))] = (
+                value if ok_envelope else {"ok": True, "data": content if value is _NOT_JSON else value})
+    return [PastCall(id, name, arguments if isinstance(arguments, dict) else {}, results.get(id))
+            for id, name, arguments in calls]
 
 
 class Knowledge:
-    """Accounts and lookups learned from successful results, for filling later arguments."""
+    """Records (accounts, say) learned from successful results, for filling later arguments."""
 
-    def __init__(self, calls: list[PastCall]):
-        self.calls = calls
-        self.accounts: dict[str, dict] = {}
+    def __init__(self, calls: list[PastCall], records: Records | None):
+        self.calls, self.records = calls, records
+        self.known: dict[str, dict] = {}  # id -> what the resolver and the lister said of it
         self.names: dict[str, str] = {}
-        for call in calls:
-            for record in records(call.data):
-                account_id = record_id(record)
-                if not account_id:
+        for call in calls if records else []:
+            for row in records.rows(call.data):
+                record_id = records.id_of(row)
+                if not record_id:
                     continue
-                name = record.get("name") or record.get("account_name")
+                name = next((row.get(key) for key in records.name_keys if row.get(key)), None)
                 if isinstance(name, str):
-                    self.names.setdefault(account_id, name)
-                if call.name in (RESOLVER, LISTER):
-                    merged = self.accounts.setdefault(account_id, {})
-                    merged.update(record)
-                    merged["id"] = account_id
+                    self.names.setdefault(record_id, name)
+                if call.name in (records.resolver, records.lister):
+                    merged = self.known.setdefault(record_id, {})
+                    merged.update(row)
+                    merged["id"] = record_id
 
     def made(self, name: str) -> list[PastCall]:
         return [call for call in self.calls if call.name == name]
 
-    def label(self, account_id: str) -> str:
-        name = self.names.get(account_id)
-        return f"{name} ({account_id})" if name else account_id
+    def label(self, record_id: str) -> str:
+        name = self.names.get(record_id)
+        return f"{name} ({record_id})" if name else record_id
 
     def listed_ids(self) -> list[str] | None:
-        """Account ids from list_accounts; None when it has not answered successfully."""
-        for call in self.made(LISTER):
+        """Ids from the lister; None when it has not answered successfully."""
+        for call in self.made(self.records.lister):
             if call.ok:
-                return [i for i in (record_id(r) for r in records(call.data)) if i]
+                return [i for i in map(self.records.id_of, self.records.rows(call.data)) if i]
         return None
 
     def find(self, name: str) -> dict | None:
-        """A known account called `name`: exact first, then one name starting with the other."""
+        """A known record called `name`: exact first, then one name starting with the other."""
         wanted = name.casefold()
-        known = sorted(self.accounts.values(), key=lambda record: str(record.get("id")))
-        for rule in (
-            lambda have: have == wanted,
-            lambda have: have.startswith(wanted + " ") or wanted.startswith(have + " "),
-        ):
+        known = sorted(self.known.values(), key=lambda record: str(record.get("id")))
+        for rule in (lambda have: have == wanted,
+                     lambda have: have.startswith(wanted + " ") or wanted.startswith(have + " ")):
             for record in known:
                 if rule(str(record.get("name", "")).casefold()):
                     return record
         return None
 
     def lookup(self, query: str) -> tuple[str, dict | None]:
-        """How get_account(query) went: "ok" (with the account), "failed", "pending" or "none" (not asked)."""
-        for call in self.made(RESOLVER):
-            if str(call.arguments.get("query", "")).casefold() != query.casefold():
+        """How resolving `query` went: "ok" (with the record), "failed", "pending" or "none" (not asked)."""
+        for call in self.made(self.records.resolver):
+            if str(call.arguments.get(self.records.resolver_argument, "")).casefold() != query.casefold():
                 continue
             if call.envelope is None:
                 return "pending", None
-            found = [r for r in records(call.data) if record_id(r)]
-            return ("ok", {**found[0], "id": record_id(found[0])}) if found else ("failed", None)
+            found = [r for r in self.records.rows(call.data) if self.records.id_of(r)]
+            return ("ok", {**found[0], "id": self.records.id_of(found[0])}) if found else ("failed", None)
         return "none", None

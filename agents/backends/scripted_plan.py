@@ -1,31 +1,26 @@
-"""Deciding what the scripted backend calls next: which tools, with which arguments.
+"""Deciding what the scripted backend calls next: which tools, and arguments by property name.
 
-Filling an argument has three outcomes: Ready (the values, possibly several to fan out over),
-Wait (first make these lookup calls, e.g. get_account for a name) or Skip (it cannot be filled,
-and why). A step is as ready as its least ready argument.
+Filling an argument has three outcomes: ready (the values, possibly several to fan out over), wait
+(first make these lookup calls, e.g. resolve a name to an id) or skip (it cannot be filled, and
+why). A call is as ready as its least ready argument. What a property takes goes by its name:
+a record id, a resolver's query, a search topic, an address, a message's subject and body (from
+the tool's vocabulary), an arithmetic expression, a name.
 """
 
+import re
 from dataclasses import dataclass, field
 from itertools import product
 
-from agents.backends import scripted_text as text_rules
-from agents.backends.scripted_history import LISTER, RESOLVER, Knowledge
+from agents.backends import scripted_text as text
+from agents.backends.scripted_history import Knowledge
 from agents.backends.scripted_orders import Order
+from agents.backends.scripted_vocabulary import number_text, vocabulary
 
 # Tools whose name starts with one of these change something: they are inferred only when the
-# request says the verb, and never fanned out over every account.
+# request says the verb, and never fanned out over every record.
 SIDE_EFFECT_VERBS = frozenset(
     {"send", "delete", "remove", "create", "update", "write", "post", "cancel", "close", "drop", "wipe"}
 )
-# Request words that name what a tool is about without using its words.
-SYNONYMS = {
-    "risk": "health",
-    "churn": "health",
-    "churning": "health",
-    "incident": "ticket",
-    "issue": "ticket",
-    "seat": "usage",
-}
 
 
 @dataclass(frozen=True)
@@ -33,12 +28,19 @@ class Scope:
     """Where a call's arguments come from: the request, or the sentence of an order."""
 
     text: str  # the words that say what to do
-    full_text: str  # where addresses and email wording are read
+    full_text: str  # where addresses and message wording are read
     entities: tuple[str, ...]
-    account_ids: tuple[str, ...]
+    ids: tuple[str, ...]
     emails: tuple[str, ...]
-    fan_out: bool  # with no account named, use every account list_accounts returned
-    signature: str = ""  # how the send_email guide says to sign, if it says
+    fan_out: bool  # with no record named, use every record the lister returned
+
+
+def scope_of(words: str, *, full_text: str | None = None, fan_out: bool = False, fallback: Scope | None = None):
+    full = words if full_text is None else full_text
+    entities, ids, addresses = tuple(text.entities(words)), tuple(text.ids(words)), tuple(text.emails(full))
+    if fallback and not entities and not ids:
+        entities, ids = fallback.entities, fallback.ids
+    return Scope(words, full, entities, ids, addresses or (fallback.emails if fallback else ()), fan_out)
 
 
 @dataclass
@@ -47,231 +49,183 @@ class Fill:
     values: list = field(default_factory=list)  # ready: argument dicts or single values
     needs: list = field(default_factory=list)  # wait: (tool, arguments) lookups to make first
     reason: str = ""  # skip: why
-    description: str = ""  # calculator: what the expression means, for the answer
-
-
-def scope_of(
-    text: str,
-    *,
-    full_text: str | None = None,
-    fan_out: bool = False,
-    signature: str = "",
-    fallback: Scope | None = None,
-) -> Scope:
-    entities = tuple(text_rules.entities(text))
-    ids = tuple(text_rules.account_ids(text))
-    addresses = tuple(text_rules.emails(full_text if full_text is not None else text))
-    if fallback and not entities and not ids:
-        entities, ids = fallback.entities, fallback.account_ids
-    if fallback and not addresses:
-        addresses = fallback.emails
-    if fallback and not signature:
-        signature = fallback.signature
-    full = full_text if full_text is not None else text
-    return Scope(text, full, entities, ids, addresses, fan_out, signature)
+    description: str = ""  # an expression: what it means, for the answer
 
 
 def is_side_effect(tool: str) -> bool:
     return tool.split("_", 1)[0].lower() in SIDE_EFFECT_VERBS
 
 
-# --- Which tools ----------------------------------------------------------------------------
+def _properties(tool: dict | None) -> dict:
+    return ((tool or {}).get("input_schema") or {}).get("properties") or {}
 
 
-def inferred_steps(request: str, tool_names: list[str]) -> list[str]:
-    """Tools whose name words appear in the request, most specific first among look-alikes."""
-    said = text_rules.words(request)
+def inferred_steps(request: str, tools: list[dict]) -> list[str]:
+    """Tools whose name words appear in the request, most specific first among look-alikes; a
+    calculator (a tool taking an `expression`) when the request holds arithmetic."""
+    said, names, synonyms = text.words(request), [tool["name"] for tool in tools], vocabulary().synonyms
     where: dict[str, int] = {}  # stem -> first position in the request
     for position, word in enumerate(said):
-        for form in (text_rules.stem(word), SYNONYMS.get(text_rules.stem(word))):
+        for form in (text.stem(word), synonyms.get(text.stem(word))):
             if form:
                 where.setdefault(form, position)
     matched: dict[str, int] = {}  # tool -> where in the request it was first named
-    for name in tool_names:
-        if "calculat" in name:
-            if text_rules.wants_arithmetic(request):
+    for tool in tools:
+        name, parts = tool["name"], text.tool_words(tool["name"])
+        if "expression" in _properties(tool):
+            if text.wants_arithmetic(request):
                 matched[name] = 0
             continue
-        parts = text_rules.tool_words(name)
-        hits = [where[text_rules.stem(part)] for part in parts if text_rules.stem(part) in where]
-        if not hits or 2 * len(hits) < len(parts):
-            continue
-        if is_side_effect(name) and text_rules.stem(parts[0]) not in where:
-            continue
-        matched[name] = min(hits)
+        hits = [where[text.stem(part)] for part in parts if text.stem(part) in where]
+        if hits and 2 * len(hits) >= len(parts) and not (is_side_effect(name) and text.stem(parts[0]) not in where):
+            matched[name] = min(hits)
 
-    def stems_of(name):
-        return frozenset(text_rules.stem(part) for part in text_rules.tool_words(name))
+    def stems(name):
+        return frozenset(text.stem(part) for part in text.tool_words(name))
 
     def literal(name):  # words said exactly as the tool spells them, its verb included
         return sum(part in said for part in name.lower().split("_"))
 
-    kept = []
-    for name in matched:
-        mine = stems_of(name)
-        if any(stems_of(other) > mine for other in matched):
-            continue  # delete_account says more than get_account about "delete the account"
-        twins = [other for other in matched if stems_of(other) == mine]
-        best = max(twins, key=lambda other: (literal(other), -tool_names.index(other)))
-        if best == name:
-            kept.append(name)
-    return sorted(kept, key=lambda name: (matched[name], tool_names.index(name)))
+    kept = [name for name in matched
+            if not any(stems(other) > stems(name) for other in matched)  # delete_account over get_account
+            and name == max((o for o in matched if stems(o) == stems(name)), key=lambda o: (literal(o), -names.index(o)))]
+    return sorted(kept, key=lambda name: (matched[name], names.index(name)))
 
 
-# --- Arguments ------------------------------------------------------------------------------
+class Planner:
+    """Fills the arguments of steps and orders from a scope, the knowledge so far and the tools."""
 
+    def __init__(self, tools: dict, knowledge: Knowledge, steps: list[str]):
+        self.tools, self.names, self.knowledge, self.steps = tools, list(tools), knowledge, steps
+        self.records = vocabulary().records
 
-def resolve_account(name: str, knowledge: Knowledge, tool_names, plan: list[str]) -> Fill:
-    record = knowledge.find(name)
-    if record:
-        return Fill("ready", [record])
-    status, record = knowledge.lookup(name)
-    if status == "ok":
-        return Fill("ready", [record])
-    if status == "failed":
-        return Fill("skip", reason=f"no account matches {name!r}")
-    if status == "pending":
-        return Fill("wait")
-    listers = knowledge.made(LISTER)
-    if LISTER in plan and (not listers or listers[0].envelope is None):
-        return Fill("wait", needs=[(LISTER, {})])
-    if RESOLVER in tool_names:
-        return Fill("wait", needs=[(RESOLVER, {"query": name})])
-    if LISTER in tool_names and not listers:
-        return Fill("wait", needs=[(LISTER, {})])
-    return Fill("skip", reason=f"no way to look up the account {name!r}")
+    def resolve(self, name: str) -> Fill:
+        """The record called `name`, or the lookup to make first."""
+        found = self.knowledge.find(name)
+        if found:
+            return Fill("ready", [found])
+        status, found = self.knowledge.lookup(name)
+        if status == "ok":
+            return Fill("ready", [found])
+        if status == "failed":
+            return Fill("skip", reason=f"no {self.records.noun} matches {name!r}")
+        if status == "pending":
+            return Fill("wait")
+        resolver, lister = self.records.resolver, self.records.lister
+        listers = self.knowledge.made(lister)
+        if lister in self.steps and (not listers or listers[0].envelope is None):
+            return Fill("wait", needs=[(lister, {})])
+        if resolver in self.names:
+            return Fill("wait", needs=[(resolver, {self.records.resolver_argument: name})])
+        if lister in self.names and not listers:
+            return Fill("wait", needs=[(lister, {})])
+        return Fill("skip", reason=f"no way to look up the {self.records.noun} {name!r}")
 
+    def named_records(self, scope: Scope, tool: str) -> Fill:
+        known, noun = self.knowledge.known, self.records.noun
+        if scope.ids:
+            return Fill("ready", [known.get(i, {"id": i}) for i in scope.ids])
+        if scope.entities:
+            fills = [self.resolve(name) for name in scope.entities]
+            if any(fill.status == "wait" for fill in fills):
+                return Fill("wait", needs=[need for fill in fills for need in fill.needs])
+            values = [value for fill in fills if fill.status == "ready" for value in fill.values]
+            return Fill("ready", values) if values else Fill("skip", reason="; ".join(f.reason for f in fills))
+        if scope.fan_out and not is_side_effect(tool):
+            listed = self.knowledge.listed_ids()
+            if listed is not None:
+                return Fill("ready", [known.get(i, {"id": i}) for i in listed])
+            listers = self.knowledge.made(self.records.lister)
+            if listers and listers[0].envelope is not None:
+                return Fill("skip", reason=f"the {noun} list is not available")
+            return Fill("wait", needs=[(self.records.lister, {})])
+        return Fill("skip", reason=f"the request names no {noun}")
 
-def _combine(fills: list[Fill]) -> Fill:
-    """Ready when every fill is; results of the ready ones are kept, failures dropped."""
-    if any(fill.status == "wait" for fill in fills):
-        return Fill("wait", needs=[need for fill in fills for need in fill.needs])
-    values = [value for fill in fills if fill.status == "ready" for value in fill.values]
-    if values:
-        return Fill("ready", values)
-    return Fill("skip", reason="; ".join(fill.reason for fill in fills) or "no account named")
-
-
-def account_records(scope: Scope, knowledge: Knowledge, tool_names, plan, *, tool: str) -> Fill:
-    if scope.account_ids:
-        return Fill("ready", [knowledge.accounts.get(i, {"id": i}) for i in scope.account_ids])
-    if scope.entities:
-        return _combine([resolve_account(name, knowledge, tool_names, plan) for name in scope.entities])
-    if scope.fan_out and not is_side_effect(tool):
-        listed = knowledge.listed_ids()
-        if listed is not None:
-            return Fill("ready", [knowledge.accounts.get(i, {"id": i}) for i in listed])
-        listers = knowledge.made(LISTER)
-        if listers and listers[0].envelope is not None:
-            return Fill("skip", reason="the account list is not available")
-        return Fill("wait", needs=[(LISTER, {})])
-    return Fill("skip", reason="the request names no account")
-
-
-def calculation(scope: Scope, knowledge: Knowledge, tool_names, plan) -> Fill:
-    """The expression to hand the calculator: "N% of <number or account field>" or bare arithmetic."""
-    percent = text_rules.percent_request(scope.text)
-    if percent:
+    def calculation(self, scope: Scope) -> Fill:
+        """The expression for a calculator: "N% of <number or a record's field>", or bare arithmetic."""
+        percent = text.percent_request(scope.text)
+        if not percent:
+            expression = text.plain_arithmetic(scope.text)
+            return Fill("ready", [expression], description=expression) if expression else Fill(
+                "skip", reason="the request has nothing to calculate")
         share, subject = percent
-        number = text_rules.parse_number(subject)
+        number = text.parse_number(subject)
         if number is not None:
-            expression = f"{text_rules.number_text(number)} * {share} / 100"
-            return Fill("ready", [expression], description=f"{share}% of {text_rules.number_text(number)}")
-        field_word = text_rules.words(subject)[-1] if text_rules.words(subject) else ""
-        key = text_rules.ATTRIBUTE_KEYS.get(field_word, field_word)
+            return Fill("ready", [f"{number_text(number)} * {share} / 100"],
+                        description=f"{share}% of {number_text(number)}")
+        said = text.words(subject)
+        field_word = said[-1] if said else ""
         names = [name for name in scope.entities if name in subject] or list(scope.entities)
-        targets = Scope(scope.text, scope.full_text, tuple(names[:1]), scope.account_ids[:1], (), False)
-        found = account_records(targets, knowledge, tool_names, plan, tool="calculator")
+        found = self.named_records(Scope(scope.text, scope.full_text, tuple(names[:1]), scope.ids[:1], (), False),
+                                   "calculator")
         if found.status != "ready":
             return found
         record = found.values[0]
-        value = record.get(key)
-        if value is None and names:
-            status, _ = knowledge.lookup(names[0])
-            if status == "none" and RESOLVER in tool_names:
-                return Fill("wait", needs=[(RESOLVER, {"query": names[0]})])
+        value = record.get(self.records.attributes.get(field_word, field_word))
+        if value is None and names and self.knowledge.lookup(names[0])[0] == "none" and (
+                self.records.resolver in self.names):
+            return Fill("wait", needs=[(self.records.resolver, {self.records.resolver_argument: names[0]})])
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             return Fill("skip", reason=f"no {field_word or 'number'} to take {share}% of")
-        owner = knowledge.names.get(record.get("id", ""), names[0] if names else record.get("id", ""))
-        expression = f"{text_rules.number_text(value)} * {share} / 100"
-        description = f"{share}% of {owner}'s {subject.split()[-1]} ({text_rules.number_text(value)})"
-        return Fill("ready", [expression], description=description)
-    expression = text_rules.plain_arithmetic(scope.text)
-    if expression:
-        return Fill("ready", [expression], description=expression)
-    return Fill("skip", reason="the request has nothing to calculate")
+        owner = self.knowledge.names.get(record.get("id", ""), names[0] if names else record.get("id", ""))
+        return Fill("ready", [f"{number_text(value)} * {share} / 100"],
+                    description=f"{share}% of {owner}'s {subject.split()[-1]} ({number_text(value)})")
 
+    def value_for(self, tool: str, prop: str, scope: Scope) -> Fill:
+        key, records = prop.lower(), self.records
+        if key in records.id_properties:
+            found = self.named_records(scope, tool)
+            found.values = [record["id"] for record in found.values] if found.status == "ready" else found.values
+            return found
+        if key == records.resolver_argument and records.noun in tool:
+            names = list(scope.entities) or list(scope.ids)
+            return Fill("ready", names) if names else Fill("skip", reason=f"the request names no {records.noun}")
+        if key in ("query", "q", "topic", "search"):
+            about = text.topic(scope.text)
+            return Fill("ready", [about]) if about else Fill("skip", reason="nothing to search for")
+        if key in ("to", "email", "recipient", "address"):
+            return Fill("ready", [scope.emails[0]]) if scope.emails else Fill("skip", reason="no email address given")
+        if key in ("subject", "body") and scope.emails and tool in vocabulary().messages:
+            return Fill("ready", [self.message(tool, scope.full_text, scope.emails[0])[key]])
+        if key == "expression":
+            return self.calculation(scope)
+        if key == "name" and scope.entities:
+            return Fill("ready", [scope.entities[0]])
+        return Fill("skip", reason=f"nothing to use for {prop}")
 
-def _value_for(tool: str, prop: str, scope: Scope, knowledge: Knowledge, tool_names, plan) -> Fill:
-    key = prop.lower()
-    if key in ("account_id", "account"):
-        found = account_records(scope, knowledge, tool_names, plan, tool=tool)
-        if found.status == "ready":
-            found.values = [record["id"] for record in found.values]
-        return found
-    if key == "query" and "account" in tool:
-        names = list(scope.entities) or list(scope.account_ids)
-        return Fill("ready", names) if names else Fill("skip", reason="the request names no account")
-    if key in ("query", "q", "topic", "search"):
-        about = text_rules.topic(scope.text)
-        return Fill("ready", [about]) if about else Fill("skip", reason="nothing to search for")
-    if key in ("to", "email", "recipient", "address"):
-        return (
-            Fill("ready", [scope.emails[0]])
-            if scope.emails
-            else Fill("skip", reason="no email address given")
-        )
-    if key in ("subject", "body") and scope.emails:
-        return Fill(
-            "ready", [text_rules.email_arguments(scope.full_text, scope.emails[0], scope.signature)[key]]
-        )
-    if key == "expression":
-        return calculation(scope, knowledge, tool_names, plan)
-    if key == "name" and scope.entities:
-        return Fill("ready", [scope.entities[0]])
-    return Fill("skip", reason=f"nothing to use for {prop}")
+    def message(self, tool: str, words: str, address: str) -> dict:
+        description = str((self.tools.get(tool) or {}).get("description") or "")
+        return vocabulary().messages[tool](words, address, description)
 
-
-def fill_step(tool: str, schema: dict, scope: Scope, knowledge: Knowledge, tool_names, plan) -> Fill:
-    """Argument sets for one tool: every combination of the values found (fan-out)."""
-    properties = (schema or {}).get("properties") or {}
-    required = set((schema or {}).get("required") or [])
-    chosen: list[tuple[str, list]] = []
-    needs: list = []
-    for prop in properties:
-        fill = _value_for(tool, prop, scope, knowledge, tool_names, plan)
-        if fill.status == "skip":
-            if prop in required:
+    def fill_step(self, tool: str, scope: Scope) -> Fill:
+        """Argument sets for one tool: every combination of the values found (fan-out)."""
+        schema = (self.tools.get(tool) or {}).get("input_schema") or {}
+        chosen, needs = [], []
+        for prop in schema.get("properties") or {}:
+            fill = self.value_for(tool, prop, scope)
+            if fill.status == "skip" and prop in set(schema.get("required") or []):
                 return Fill("skip", reason=f"{tool}: {fill.reason}")
-        elif fill.status == "wait":
-            needs.extend(fill.needs)
-        else:
-            chosen.append((prop, list(dict.fromkeys(fill.values))))
-    if needs:
-        return Fill("wait", needs=needs)
-    if not chosen:
+            if fill.status == "wait":
+                needs.extend(fill.needs)
+            elif fill.status == "ready":
+                chosen.append((prop, list(dict.fromkeys(fill.values))))
+        if needs:
+            return Fill("wait", needs=needs)
+        keys = [prop for prop, _ in chosen]
+        return Fill("ready", [dict(zip(keys, combo, strict=True)) for combo in product(*(v for _, v in chosen))])
+
+    def fill_order(self, order: Order, request: Scope) -> Fill:
+        if order.arguments is not None:
+            return Fill("ready", [order.arguments])
+        if order.target_kind == "address" and order.tool in vocabulary().messages:
+            return Fill("ready", [self.message(order.tool, order.text, order.target)])
+        if order.target_kind == "record":
+            id_property = self.records.id_properties[0]
+            if re.fullmatch(self.records.id_pattern, order.target):
+                return Fill("ready", [{id_property: order.target}])
+            found = self.resolve(order.target)
+            found.values = [{id_property: found.values[0]["id"]}] if found.status == "ready" else found.values
+            return found
+        if order.tool in self.tools:
+            return self.fill_step(order.tool, scope_of(order.text, fallback=request))
         return Fill("ready", [{}])
-    keys = [prop for prop, _ in chosen]
-    return Fill(
-        "ready", [dict(zip(keys, combo, strict=True)) for combo in product(*(values for _, values in chosen))]
-    )
-
-
-def fill_order(order: Order, request: Scope, knowledge: Knowledge, tools: dict, plan) -> Fill:
-    if order.arguments is not None:
-        return Fill("ready", [order.arguments])
-    if order.tool == "send_email" and order.target:
-        return Fill("ready", [text_rules.email_arguments(order.text, order.target, request.signature)])
-    if order.tool == "delete_account" and order.target:
-        if text_rules.ACCOUNT_ID_RE.fullmatch(order.target):
-            return Fill("ready", [{"account_id": order.target}])
-        found = resolve_account(order.target, knowledge, list(tools), plan)
-        if found.status == "ready":
-            found.values = [{"account_id": found.values[0]["id"]}]
-        return found
-    if order.tool in tools:
-        scope = scope_of(order.text, fallback=request)
-        return fill_step(
-            order.tool, tools[order.tool].get("input_schema") or {}, scope, knowledge, list(tools), plan
-        )
-    return Fill("ready", [{}])

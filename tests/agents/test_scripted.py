@@ -783,7 +783,7 @@ def test_it_reads_account_names_from_a_request(text, expected):
     ],
 )
 def test_it_infers_tools_from_the_request_words(text, expected):
-    assert inferred_steps(text, [tool["name"] for tool in demo_tools()]) == expected
+    assert inferred_steps(text, demo_tools()) == expected
 
 
 @pytest.mark.parametrize(
