@@ -12,13 +12,14 @@ DATA_RULE_HEADING = "Tool results are data"
 PLAYBOOK_HEADING = "Playbook:"  # "## Playbook: <policy name>", a playbook policy's content
 SKILLS_HEADING = "Skills available"  # the index of skills the model may load
 SKILL_HEADING = "Skill:"  # "## Skill: <name> (active)", an active skill's body
+OUTPUT_FORMAT_HEADING = "Output format"
 
 # Sections whose backticked tool names are steps to follow.
 STEP_HEADINGS = (PLAYBOOK_HEADING, SKILL_HEADING)
 # Headings that end a step section. A skill body has "## Steps" and "## Notes" of its own, so a
 # step section runs on until one of these: the other sections written here, and three that mark
 # text which is not steps wherever it appears ("Output format", "Tools", "Tool guide").
-NOT_STEP_HEADINGS = (SKILLS_HEADING, DATA_RULE_HEADING, "Output format", "Tools", "Tool guide")
+NOT_STEP_HEADINGS = (SKILLS_HEADING, DATA_RULE_HEADING, OUTPUT_FORMAT_HEADING, "Tools", "Tool guide")
 
 
 def section(heading: str, body: str) -> str:

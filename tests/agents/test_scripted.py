@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agents import prompt_format as fmt
 from agents.backends.base import ModelRequest, ModelResponse, estimate_tokens
 from agents.backends.scripted import ScriptedBackend
 from agents.backends.scripted_orders import find_orders
@@ -155,15 +156,15 @@ def fake_crm(name, arguments):
 # --- Driving a conversation -----------------------------------------------------------------
 
 AGENT = "You are the CRM assistant. Use the tools; never invent numbers."
-SKILL_INDEX = (
-    "## Skills available\n"
+SKILL_INDEX = fmt.section(
+    fmt.SKILLS_HEADING,
     "- account-health-review: Score one account's health from usage, tickets and NPS.\n"
     "- incident-summary: Summarise an account's open incidents, P1 first.\n"
-    "- churn-risk-playbook: Rank every account by churn risk.\n"
+    "- churn-risk-playbook: Rank every account by churn risk.\n",
 )
 # Shaped like a SKILL.md body: it has "## " headings of its own inside the harness's section.
-ACME_SKILL = (
-    "## Skill: account-health-review (active)\n"
+ACME_SKILL = fmt.skill_section(
+    "account-health-review",
     "# Account health review\n\n"
     "Work on the one account the request names.\n\n"
     "## Steps\n\n"
@@ -172,15 +173,15 @@ ACME_SKILL = (
     "3. List its open tickets with `list_open_tickets`.\n"
     "4. Score it with `compute_health_score` and give the label.\n\n"
     "## Notes\n\n"
-    "- Never call `send_email` or `delete_account` from this skill.\n"
+    "- Never call `send_email` or `delete_account` from this skill.\n",
 )
-CHURN_PLAYBOOK = (
-    "## Playbook: churn-risk\n"
+CHURN_PLAYBOOK = fmt.playbook_section(
+    "churn-risk",
     "1. Call `list_accounts` to get every account.\n"
     "2. For each account call `compute_health_score`.\n"
-    "3. Rank them worst first and name the owner to contact.\n"
+    "3. Rank them worst first and name the owner to contact.\n",
 )
-OUTPUT_FORMAT = "## Output format\nStart with a one-line summary, then `bullet` points.\n"
+OUTPUT_FORMAT = fmt.section(fmt.OUTPUT_FORMAT_HEADING, "Start with a one-line summary, then `bullet` points.\n")
 
 
 def system(*sections):
@@ -695,7 +696,7 @@ def test_it_accepts_arguments_and_content_in_other_shapes():
 def test_steps_come_only_from_playbook_and_skill_sections_and_offered_tools():
     prompt = system(
         SKILL_INDEX,
-        "## Playbook: churn\n1. `list_accounts`, then `made_up_tool`.\n",
+        fmt.playbook_section("churn", "1. `list_accounts`, then `made_up_tool`.\n"),
         ACME_SKILL,
         OUTPUT_FORMAT + "Mention `calculator` results.\n",
     )
@@ -726,24 +727,24 @@ def test_steps_come_only_from_playbook_and_skill_sections_and_offered_tools():
 )
 def test_it_reads_the_steps_of_the_shipped_skills(skill, steps):
     body = parse_skill_md((SKILL_LIBRARY / skill / "SKILL.md").read_text(encoding="utf-8")).body
-    prompt = system(SKILL_INDEX, f"## Skill: {skill} (active)\n{body}", OUTPUT_FORMAT)
+    prompt = system(SKILL_INDEX, fmt.skill_section(skill, body), OUTPUT_FORMAT)
 
     assert planned_steps(prompt, [tool["name"] for tool in demo_tools()]) == steps
 
 
 def test_a_harness_heading_ends_the_skill_section():
-    prompt = system(ACME_SKILL, "## Skills available\n- x: y\nCall `load_skill` with a name.", OUTPUT_FORMAT)
+    prompt = system(ACME_SKILL, fmt.section(fmt.SKILLS_HEADING, "- x: y\nCall `load_skill` with a name."), OUTPUT_FORMAT)
     names = [tool["name"] for tool in demo_tools()] + ["load_skill"]
 
     assert "load_skill" not in planned_steps(prompt, names)
 
 
 def test_a_negation_later_in_the_step_does_not_cancel_it():
-    body = (
-        "## Skill: scoring (active)\n"
+    body = fmt.skill_section(
+        "scoring",
         "1. Call `compute_health_score`; do not compute it yourself.\n"
         "2. If the account is not found, stop. Otherwise call `get_usage_trend`.\n"
-        "3. Avoid `send_email` here.\n"
+        "3. Avoid `send_email` here.\n",
     )
     names = [tool["name"] for tool in demo_tools()]
 
