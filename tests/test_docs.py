@@ -40,6 +40,32 @@ def test_every_setting_read_from_the_environment_is_documented():
     assert sorted(_documented() - read) == []  # and the table names nothing the platform no longer reads
 
 
+def _printed_by_make_run() -> list[str]:
+    """The lines `make run` echoes before it starts the server, as a shell prints them (PORT 8000)."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile[makefile.index("\nrun:"):]
+    recipe = recipe[:recipe.index("\n\n")]
+    printed = []
+    for quoted in re.findall(r"""echo (?:"([^"]*)"|'([^']*)')""", recipe):
+        line = quoted[0] or quoted[1]
+        printed.append(line.replace("$(PORT)", "8000").replace("$$", "$"))
+    return printed
+
+
+def test_the_readme_shows_what_make_run_prints():
+    printed = _printed_by_make_run()
+    assert len(printed) >= 4 and "Warrant on http://127.0.0.1:8000/" in printed
+    readme = (ROOT / "README.md").read_text()
+    assert [line for line in printed if line not in readme.splitlines()] == []
+
+
+def test_the_quick_start_is_two_commands():
+    quick_start = _section((ROOT / "README.md").read_text(), "Quick start")
+    first_block = re.search(r"```sh\n(.*?)```", quick_start, re.S).group(1)
+    commands = [line.split("#")[0].strip() for line in first_block.splitlines() if line.split("#")[0].strip()]
+    assert commands == ["make run", "make test"]
+
+
 # --- links ---------------------------------------------------------------------------------------
 
 def _documents() -> list[Path]:
