@@ -5,7 +5,7 @@ It knows no tool by name. Each call reads the whole request afresh and keeps no 
 1. Steps: the backticked tool names in the prompt's playbook and skill sections (agents.prompt_format)
    that are on offer; with none, the tools whose name words the first user message says.
 2. Orders: text in a user message or a successful tool result that tells it to call a tool
-   (scripted_orders). It obeys them first, once each, even for tools it was not shown, because a
+   (scripted_text). It obeys them first, once each, even for tools it was not shown, because a
    model can be fooled and the harness must be the one to stop it.
 3. Arguments are filled by the tools' schema property names from the request and from earlier
    results (scripted_plan). A turn emits every call whose arguments are known now, plus the lookups
@@ -19,10 +19,8 @@ Pure: no ORM, no settings, no I/O. Token counts are estimates and say so.
 import json
 
 from agents.backends.base import ModelRequest, ModelResponse, ToolCall, Usage, estimate_tokens
-from agents.backends.scripted_history import Knowledge, PastCall, call_key, past_calls
-from agents.backends.scripted_orders import find_orders, strip_orders
-from agents.backends.scripted_plan import Planner, inferred_steps, scope_of
-from agents.backends.scripted_text import planned_steps
+from agents.backends.scripted_plan import Knowledge, PastCall, Planner, call_key, inferred_steps, past_calls, scope_of
+from agents.backends.scripted_text import find_orders, planned_steps, strip_orders
 from agents.backends.scripted_vocabulary import vocabulary
 from agents.prompt_format import LOAD_SKILL
 
@@ -45,8 +43,8 @@ class ScriptedBackend:
         tool_calls = [ToolCall(id=f"call_{number}_{index}", name=name, arguments=arguments)
                       for index, (name, arguments) in enumerate(calls, start=1)]
         names = list(dict.fromkeys(call.name for call in tool_calls))
-        text = (f"Calling {names[0] if len(names) == 1 else ', '.join(names[:-1]) + ' and ' + names[-1]}."
-                if tool_calls else turn.answer())
+        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1] if names else ""
+        text = f"Calling {listed}." if tool_calls else turn.answer()
         spoken = text + _dumps([[call.id, call.name, call.arguments] for call in tool_calls])
         usage = Usage(input_tokens=estimate_tokens(request.system + _dumps(request.messages) + _dumps(request.tools)),
                       output_tokens=estimate_tokens(spoken), estimated=True)
@@ -73,8 +71,7 @@ class _Turn:
         subject = strip_orders(request_text, own)
         self.steps = planned_steps(request.system, self.tools) or inferred_steps(subject, list(self.tools.values()))
         self.planner = Planner(self.tools, self.knowledge, self.steps)
-        lister = vocabulary().records.lister if vocabulary().records else None
-        self.scope = scope_of(subject, full_text=request_text, fan_out=lister in self.steps)
+        self.scope = scope_of(subject, full_text=request_text, fan_out=vocabulary().records.lister in self.steps)
         self.skipped: list[str] = []
 
     def next_calls(self) -> list[tuple[str, dict]]:
@@ -109,11 +106,14 @@ class _Turn:
             if self.skipped and (self.steps or self.orders):
                 return f"I could not do that: {self.skipped[0]}."
             return CANNOT_HELP if not self.history else "The tools have not answered yet, so I have nothing to report."
-        words, records = vocabulary(), vocabulary().records
-        lookups = {records.resolver, records.lister} if records else set()
+        words = vocabulary()
+        lookups = {words.records.resolver, words.records.lister}  # they speak only when nothing else was asked
         asked_more = any(call.name not in lookups for call in answered)
-        blocks = [summary(done, self) for tool, summary in words.summaries.items()
-                  if (done := [call for call in answered if call.ok and call.name == tool])]
+        blocks = []
+        for tool, summary in words.summaries.items():
+            done = [call for call in answered if call.ok and call.name == tool]
+            if done:
+                blocks.append(summary(done, self))
         for call in answered:
             if call.ok and call.name not in words.summaries and not (call.name in lookups and asked_more):
                 phrase = words.answers.get(call.name)

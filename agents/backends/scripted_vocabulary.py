@@ -6,7 +6,7 @@ keyed by tool name, and the backend merges them on first use:
 
 - synonyms: a request word's stem -> a word of tool names ("churn" -> "health").
 - records: how requests name the records the tools work on (an id pattern, the property that
-  takes an id, a tool that resolves a name and one that lists them all).
+  takes an id, a tool that resolves a name and one that lists them all); NO_RECORDS by default.
 - orders: phrases that order a call without naming the tool ("email ADDRESS"), with the target.
 - messages: tool -> composer(text, address, tool description) of its arguments, for a message
   to an address (subject, body, sign-off).
@@ -61,6 +61,9 @@ class Records:
         return None
 
 
+NO_RECORDS = Records(noun="record", id_pattern=r"(?!)", resolver="", resolver_argument="", lister="")
+
+
 @dataclass(frozen=True)
 class OrderPhrase:
     tool: str
@@ -72,7 +75,7 @@ class OrderPhrase:
 @dataclass(frozen=True)
 class Vocabulary:
     synonyms: dict = field(default_factory=dict)
-    records: Records | None = None
+    records: Records = NO_RECORDS
     orders: tuple[OrderPhrase, ...] = ()
     messages: dict = field(default_factory=dict)
     answers: dict = field(default_factory=dict)
@@ -84,7 +87,7 @@ def vocabulary() -> Vocabulary:
     parts = [import_module(path).VOCABULARY for path in VOCABULARY_MODULES]
     return Vocabulary(
         synonyms={k: v for part in parts for k, v in part.synonyms.items()},
-        records=next((part.records for part in parts if part.records), None),
+        records=next((part.records for part in parts if part.records is not NO_RECORDS), NO_RECORDS),
         orders=tuple(order for part in parts for order in part.orders),
         **{key: {k: v for part in parts for k, v in getattr(part, key).items()}
            for key in ("messages", "answers", "summaries")},

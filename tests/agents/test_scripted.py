@@ -12,9 +12,8 @@ import pytest
 from agents import prompt_format as fmt
 from agents.backends.base import ModelRequest, ModelResponse, estimate_tokens
 from agents.backends.scripted import ScriptedBackend
-from agents.backends.scripted_orders import find_orders
 from agents.backends.scripted_plan import inferred_steps
-from agents.backends.scripted_text import entities, planned_steps
+from agents.backends.scripted_text import entities, find_orders, planned_steps
 from agents.tools.calculator import evaluate
 from agents.tools.knowledge import search
 from skills.parser import parse_skill_md
