@@ -298,7 +298,7 @@ def tool_update(*, tool: Tool, values: dict) -> Tool:
         except ValidationError as exc:
             raise ValidationError({"timeout_seconds": exc.messages}) from None
     if tool.requires_approval and tool.approver_role_id is None:
-        # Every run that calls it would fail closed (governance.approval_rule): refuse it here.
+        # Every run that calls it would fail closed (governance.gate): refuse it here.
         raise ValidationError({"approver_role": [REQUIRES_APPROVAL_NEEDS_ROLE]})
     tool.full_clean()
     tool.save()

@@ -10,6 +10,7 @@ Warrant's own context builder (runs.context.build_request) and counted with the 
 import json
 import random
 
+from agents import prompt_format
 from bench.common import record
 
 WORDS = ("account renewal usage seats ticket escalation invoice contract region outage export login report "
@@ -38,7 +39,7 @@ def snapshot(*, tools: int = 100, skills: int = 30, granted: int = 12, inline: b
     names = list(tool_specs)
     instructions = "You are the CRM assistant. " + " ".join(_sentence(rng, 14) for _ in range(4))
     if inline:
-        instructions += "\n\n" + "\n\n".join(f"## Skill: {s['name']}\n{s['body']}" for s in skill_specs)
+        instructions += "\n\n" + "\n\n".join(prompt_format.skill_section(s["name"], s["body"]) for s in skill_specs)
     return {
         "agent": {"slug": "big", "instructions": instructions, "tools": names,
                   "model_profile": {"model": "m"}},

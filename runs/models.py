@@ -194,7 +194,7 @@ class Receipt(AppendOnlyModel):
     """The sealed record of one finished run, chained to the one before it and signed.
 
     The signature (Ed25519, by a key that never lives in the database) covers the receipt's place
-    in the chain and its hash, which covers the body: see EVIDENCE-FORMAT in SECURITY.md."""
+    in the chain and its hash, which covers the body: see docs/evidence.md."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run = models.OneToOneField(Run, on_delete=models.PROTECT, related_name="receipt")
