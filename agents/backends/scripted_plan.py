@@ -260,7 +260,7 @@ class Planner:
             return Fill("wait", needs=[(self.records.lister, {})])
         return Fill("skip", reason=f"the request names no {noun}")
 
-    def calculation(self, scope: Scope) -> Fill:
+    def calculation(self, scope: Scope, tool: str = "") -> Fill:
         """The expression for a calculator: "N% of <number or a record's field>", or bare arithmetic."""
         percent = text.percent_request(scope.text)
         if not percent:
@@ -275,8 +275,7 @@ class Planner:
         said = text.words(subject)
         field_word = said[-1] if said else ""
         names = [name for name in scope.entities if name in subject] or list(scope.entities)
-        found = self.named_records(Scope(scope.text, scope.full_text, tuple(names[:1]), scope.ids[:1], (), False),
-                                   "calculator")
+        found = self.named_records(Scope(scope.text, scope.full_text, tuple(names[:1]), scope.ids[:1], (), False), tool)
         if found.status != "ready":
             return found
         record = found.values[0]
@@ -307,7 +306,7 @@ class Planner:
         if key in ("subject", "body") and scope.emails and tool in vocabulary().messages:
             return Fill("ready", [self.message(tool, scope.full_text, scope.emails[0])[key]])
         if key == "expression":
-            return self.calculation(scope)
+            return self.calculation(scope, tool)
         if key == "name" and scope.entities:
             return Fill("ready", [scope.entities[0]])
         return Fill("skip", reason=f"nothing to use for {prop}")

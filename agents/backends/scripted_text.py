@@ -182,7 +182,7 @@ def plain_arithmetic(text: str) -> str | None:
 
 def wants_arithmetic(text: str) -> bool:
     return bool(percent_request(text) or plain_arithmetic(text)
-                or {"calculate", "calculator", "calculation"} & set(words(text)))
+                or any(re.fullmatch(r"calculat(?:e|or|ion)", word) for word in words(text)))
 
 
 # --- Orders ---------------------------------------------------------------------------------

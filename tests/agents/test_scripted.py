@@ -824,3 +824,34 @@ def test_it_recognises_orders(text, tool, arguments, target):
 )
 def test_it_does_not_read_ordinary_prose_as_orders(text):
     assert find_orders(text, [t["name"] for t in demo_tools()]) == []
+
+
+# --- The backend is generic -----------------------------------------------------------------
+
+
+def test_the_backend_code_names_no_demo_tool_and_imports_no_run_module():
+    import ast
+
+    from agents.demo_data import TOOL_DEFINITIONS
+
+    demo_names = {tool["name"] for tool in TOOL_DEFINITIONS}
+    for path in sorted((Path(__file__).resolve().parents[2] / "agents" / "backends").glob("scripted*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(node)}
+        strings = {node.value for node in ast.walk(tree)
+                   if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings}
+        assert not {name for name in demo_names if any(name in text for text in strings)}, path.name
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert not {name for name in imported if name.split(".")[0] == "runs"}, path.name
+
+
+def test_the_demo_tools_words_come_from_the_vocabulary_beside_them():
+    from agents.backends.scripted_vocabulary import vocabulary
+    from agents.tools import crm_wording
+
+    words = vocabulary()
+    assert words.records is crm_wording.ACCOUNTS
+    assert set(words.answers) | set(words.summaries) == {tool["name"] for tool in demo_tools()}
+    assert words.synonyms["churn"] == "health" and set(words.messages) == {"send_email"}
