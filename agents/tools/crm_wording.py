@@ -43,11 +43,11 @@ def email(text: str, address: str, tool_description: str = "") -> dict:
     local = re.split(r"[._+-]", address.split("@")[0])[0]
     sign = re.search(r"\bsign(?:ed)?(?: off)? as ['\"‘“]([^'\"’”\n]{1,60})['\"’”]", tool_description or "", re.I)
     sign_as = sign.group(1).strip() if sign else ""
+    greeting = f"Hi {local.capitalize()}," if local.isalpha() else "Hello,"
+    opening = f"I am writing about {about}." if about else "I am following up on your account."
     body = (
-        f"{f'Hi {local.capitalize()},' if local.isalpha() else 'Hello,'}\n\n"
-        f"{f'I am writing about {about}.' if about else 'I am following up on your account.'} Please let me know "
-        "if you have any questions or would like to talk it through.\n\nKind regards"
-        + (f",\n{sign_as}" if sign_as else "")
+        f"{greeting}\n\n{opening} Please let me know if you have any questions or would like to talk it through."
+        "\n\nKind regards" + (f",\n{sign_as}" if sign_as else "")
     )
     return {"to": address, "subject": subject, "body": body}
 
