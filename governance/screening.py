@@ -25,7 +25,8 @@ import unicodedata
 
 from governance.layers import peel
 from core.memo import DigestMemo, digest
-from core.text import char_class, mixed_script, normalize
+from core.confusables import mixed_script
+from core.text import char_class, normalize
 
 # Orders to call tools or to mail someone are normal from the caller, suspicious inside data.
 DATA_ONLY = {"tool_order", "exfiltration", "destructive_order", "markdown_exfil"}

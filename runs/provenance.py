@@ -18,7 +18,8 @@ import re
 import unicodedata
 
 from governance import redaction
-from core.text import confusable_findings, skeleton
+from core.confusables import confusable_findings
+from core.text import skeleton
 
 EXCERPT_CHARS = 50  # on each side of the match
 MIN_VALUE_CHARS = 4  # shorter values ("P1", "yes") appear everywhere and say nothing

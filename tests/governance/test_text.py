@@ -4,7 +4,8 @@ import random
 
 import pytest
 
-from core.text import _TABLES, confusable_findings, fold, mixed_script, normalize, skeleton
+from core.confusables import confusable_findings, mixed_script
+from core.text import _TABLES, fold, normalize, skeleton
 
 CYRILLIC_A = "\u0430"
 
