@@ -18,7 +18,7 @@ from agents.services import agent_publish, model_profile_check, tool_update
 from core.admin import ReadOnlyAdmin
 from core.api_errors import DomainError
 from core.permissions import is_governance_admin
-from governance.roles import StaffedApproverRoleForm
+from core.approver_roles import StaffedApproverRoleForm
 
 
 class ToolSourceAdminForm(StaffedApproverRoleForm):

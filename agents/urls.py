@@ -1,20 +1,21 @@
 from django.urls import path
 
-from agents import api, sources_api
+from agents import api_agents, api_profiles, api_sources, api_tools
 
 urlpatterns = [
-    path("agents/", api.AgentListCreateApi.as_view(), name="agent-list"),
-    path("agents/<slug:slug>/", api.AgentDetailApi.as_view(), name="agent-detail"),
-    path("agents/<slug:slug>/publish/", api.AgentPublishApi.as_view(), name="agent-publish"),
-    path("agents/<slug:slug>/versions/", api.AgentVersionListApi.as_view(), name="agent-version-list"),
-    path("agents/<slug:slug>/versions/<int:version>/", api.AgentVersionDetailApi.as_view(), name="agent-version-detail"),
-    path("model-profiles/", api.ModelProfileListCreateApi.as_view(), name="model-profile-list"),
-    path("model-profiles/<slug:name>/", api.ModelProfileDetailApi.as_view(), name="model-profile-detail"),
-    path("model-profiles/<slug:name>/test/", api.ModelProfileTestApi.as_view(), name="model-profile-test"),
-    path("tools/", api.ToolListApi.as_view(), name="tool-list"),
-    path("tools/<slug:name>/", api.ToolDetailApi.as_view(), name="tool-detail"),
-    path("tools/<slug:name>/approve-change/", sources_api.ToolApproveChangeApi.as_view(), name="tool-approve-change"),
-    path("tool-sources/", sources_api.ToolSourceListCreateApi.as_view(), name="tool-source-list"),
-    path("tool-sources/<slug:name>/", sources_api.ToolSourceDetailApi.as_view(), name="tool-source-detail"),
-    path("tool-sources/<slug:name>/sync/", sources_api.ToolSourceSyncApi.as_view(), name="tool-source-sync"),
+    path("agents/", api_agents.AgentListCreateApi.as_view(), name="agent-list"),
+    path("agents/<slug:slug>/", api_agents.AgentDetailApi.as_view(), name="agent-detail"),
+    path("agents/<slug:slug>/publish/", api_agents.AgentPublishApi.as_view(), name="agent-publish"),
+    path("agents/<slug:slug>/versions/", api_agents.AgentVersionListApi.as_view(), name="agent-version-list"),
+    path("agents/<slug:slug>/versions/<int:version>/", api_agents.AgentVersionDetailApi.as_view(),
+         name="agent-version-detail"),
+    path("model-profiles/", api_profiles.ModelProfileListCreateApi.as_view(), name="model-profile-list"),
+    path("model-profiles/<slug:name>/", api_profiles.ModelProfileDetailApi.as_view(), name="model-profile-detail"),
+    path("model-profiles/<slug:name>/test/", api_profiles.ModelProfileTestApi.as_view(), name="model-profile-test"),
+    path("tools/", api_tools.ToolListApi.as_view(), name="tool-list"),
+    path("tools/<slug:name>/", api_tools.ToolDetailApi.as_view(), name="tool-detail"),
+    path("tools/<slug:name>/approve-change/", api_sources.ToolApproveChangeApi.as_view(), name="tool-approve-change"),
+    path("tool-sources/", api_sources.ToolSourceListCreateApi.as_view(), name="tool-source-list"),
+    path("tool-sources/<slug:name>/", api_sources.ToolSourceDetailApi.as_view(), name="tool-source-detail"),
+    path("tool-sources/<slug:name>/sync/", api_sources.ToolSourceSyncApi.as_view(), name="tool-source-sync"),
 ]

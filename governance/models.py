@@ -4,8 +4,6 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
 
-from agents.models import Agent, Tool
-
 
 class Role(Group):
     """A role is a Django group; this proxy gives it a home in the governance admin."""
@@ -18,7 +16,7 @@ class ToolGrant(models.Model):
     """Members of `role` may use `tool` (the agent must also carry it)."""
 
     role = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="tool_grants")
-    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="grants")
+    tool = models.ForeignKey("agents.Tool", on_delete=models.CASCADE, related_name="grants")
     granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     granted_at = models.DateTimeField(auto_now_add=True)
 
@@ -50,7 +48,7 @@ class Policy(models.Model):
     enabled = models.BooleanField(default=True)
     priority = models.IntegerField(default=100, help_text="Lower runs first.")
     agents = models.ManyToManyField(
-        Agent, blank=True, related_name="policies", help_text="None selected = applies to every agent."
+        "agents.Agent", blank=True, related_name="policies", help_text="None selected = applies to every agent."
     )
     keywords = models.JSONField(default=list, blank=True, help_text="Whole words or phrases, case-insensitive.")
     match_mode = models.CharField(max_length=8, choices=MatchMode.choices, default=MatchMode.ANY)

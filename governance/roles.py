@@ -1,44 +1,25 @@
-"""An approver role must have someone in it.
+"""Roles (Django groups): creating and deleting one, the approver roles nobody is in, and who
+set up whose account.
 
-A request parked for a role nobody belongs to waits until it expires, with nobody told. So
-naming such a role as an approver (a tool-approval policy, a tool, a tool source) is refused
-when it is saved, and the ones already pointing at a role that lost its members are flagged
-(/readyz, the workbench).
-
-Removing a role's last member is not refused, only flagged: taking access away (someone left,
-an account was compromised) must never wait on fixing policies first, and a member goes in
-more ways than one (removed from the group, deactivated, deleted).
+The rule an approver role must follow, and the field and form that apply it, are in
+core.approver_roles; what is flagged when a role loses its members is listed here.
 """
 
-from django import forms
 from django.conf import settings
 from django.contrib.auth.models import Group
-from django.db.models import Count, Q
-from rest_framework import serializers
+from django.db import IntegrityError, transaction
+from django.db.models import Count, ProtectedError, Q
+
+from agents.models import Tool, ToolSource
+from core.api_errors import Conflict
+from governance.models import Policy
 
 # Who counts: active accounts only, since an inactive one cannot sign in to decide.
 _ACTIVE_MEMBERS = Count("user", filter=Q(user__is_active=True), distinct=True)
 
 
-def role_members(role: Group) -> int:
-    return role.user_set.filter(is_active=True).count()
-
-
-def unstaffed_problem(role: Group | None) -> str | None:
-    """Why `role` cannot be an approver role, or None (also for no role at all)."""
-    if role is None or role.pk is None:
-        return None
-    if role_members(role) == 0:
-        return (f"the role {role.name!r} has no active members: a request parked for it would wait, unseen, "
-                "until it expires. Add someone to the role first.")
-    return None
-
-
 def unstaffed_approver_roles() -> list[dict]:
     """Everything that names an approver role without active members: what it is and which role."""
-    from agents.models import Tool, ToolSource
-    from governance.models import Policy
-
     empty = set(Group.objects.annotate(members=_ACTIVE_MEMBERS).filter(members=0).values_list("name", flat=True))
     if not empty:
         return []
@@ -63,30 +44,6 @@ def describe(entry: dict) -> str:
     return f"{what} {entry['name']}{state} names the approver role {entry['role']!r}, which has no active members"
 
 
-class StaffedRoleField(serializers.SlugRelatedField):
-    """An approver role by name, refused (400, saying why) when nobody active is in it."""
-
-    def __init__(self, **kwargs):
-        super().__init__(slug_field="name", queryset=Group.objects.all(), **kwargs)
-
-    def to_internal_value(self, data):
-        role = super().to_internal_value(data)
-        if problem := unstaffed_problem(role):
-            raise serializers.ValidationError(problem)
-        return role
-
-
-class StaffedApproverRoleForm(forms.ModelForm):
-    """An admin form for a model with an `approver_role`: choosing an unstaffed role is a form
-    error (one chosen before it lost its members does not block other edits; it is flagged)."""
-
-    def clean_approver_role(self):
-        role = self.cleaned_data.get("approver_role")
-        if "approver_role" in self.changed_data and (problem := unstaffed_problem(role)):
-            raise forms.ValidationError(problem)
-        return role
-
-
 def account_set_up_by(*, user, by_user_id: int) -> bool:
     """Whether `by_user_id` created `user`'s account, or changed its roles, in the workbench
     (Django's admin log). A superuser who makes an account, or puts one in the approver role,
@@ -109,3 +66,35 @@ def account_set_up_by(*, user, by_user_id: int) -> bool:
         frontier = set_up - reached
         reached |= frontier
     return False
+
+
+def role_create(*, name: str) -> Group:
+    """A new role; Conflict when one has that name already (also when another request made it first)."""
+    try:
+        with transaction.atomic():
+            return Group.objects.create(name=name)
+    except IntegrityError:
+        raise Conflict(f"a role named {name!r} already exists", details={"name": name}) from None
+
+
+def role_delete_refusal(role: Group) -> Conflict | None:
+    """Why `role` may not be deleted, or None: the governance admin role stays, and a role a
+    policy names as its approver is kept until the policy names another."""
+    if role.name == settings.WARRANT["GOVERNANCE_ADMIN_ROLE"]:
+        return Conflict("the governance admin role cannot be deleted", details={"role": role.name})
+    approves = sorted(role.approval_policies.values_list("name", flat=True))
+    if approves:
+        return Conflict(f"role {role.name!r} approves for policies; change them first",
+                        details={"role": role.name, "policies": approves})
+    return None
+
+
+def role_delete(*, role: Group) -> None:
+    if refusal := role_delete_refusal(role):
+        raise refusal
+    try:
+        role.delete()
+    except ProtectedError as exc:
+        # Approval requests (past or pending) name the role: deleting it would orphan the record.
+        raise Conflict(f"role {role.name!r} is referenced by {len(exc.protected_objects)} record(s)",
+                       details={"role": role.name}) from None

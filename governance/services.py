@@ -8,7 +8,7 @@ from agents.models import Agent, Tool
 from governance import engine
 from core.api_errors import NotFound
 from governance.models import Policy, PolicyVersion, ToolGrant
-from governance.roles import unstaffed_problem
+from core.approver_roles import unstaffed_problem
 from governance.selectors import policy_spec, policy_values
 
 _SCALARS = (

@@ -9,7 +9,7 @@ from django.utils.html import format_html
 
 from core.admin import ReadOnlyAdmin
 from core.api_errors import DomainError
-from governance.diffs import text_diff
+from core.diffs import text_diff
 from skills.models import Skill, SkillVersion
 from skills.parser import SkillFormatError, parse_skill_md
 from skills.services import check_skill_transition, skill_import

@@ -8,7 +8,7 @@ from core.api_errors import json_404, json_500
 
 api = [
     path("", include("runs.urls")),
-    path("", include("warrant.api_urls")),
+    path("", include("governance.urls")),
     path("", include("agents.urls")),
     path("", include("skills.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -1,59 +1,30 @@
-"""The governance side of the workbench: policies (edit, enable, scope, history with diffs), the
-policy lab, and roles with their grants. Writes go through governance.services, the dry run
-through governance.evaluation: the admin decides nothing the API would decide differently."""
+"""The workbench's policies: edit, enable, scope, history with diffs, and the policy lab.
+
+Writes go through governance.services, the dry run through governance.evaluation: the admin
+decides nothing the API would decide differently.
+"""
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.options import FORMFIELD_FOR_DBFIELD_DEFAULTS
-from django.contrib.auth import get_user_model
-from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.models import Group
-from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import models
-from django.db.models import Count
+from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from agents.models import Agent
 from core.admin import ReadOnlyAdmin
-from agents.models import Agent, Tool
-from governance import engine, services
-from governance.diffs import values_diff
-from governance.evaluation import MAX_EVALUATE_INPUT_CHARS, hidden_tools, policy_evaluate
+from core.approver_roles import unstaffed_problem
 from core.parsers import loads_bounded
-from governance.models import ApiToken, Policy, PolicyVersion, Role, ToolGrant
-from core.permissions import is_governance_admin, reads_everything
-from governance.roles import describe, unstaffed_approver_roles, unstaffed_problem
+from core.permissions import is_governance_admin
+from governance import engine, services
+from core.diffs import values_diff
+from governance.evaluation import MAX_EVALUATE_INPUT_CHARS, hidden_tools, policy_evaluate
+from governance.models import Policy, PolicyVersion
+from governance.roles import describe, unstaffed_approver_roles
 from governance.selectors import policy_spec
-from governance.tokens import token_revoke, token_state
-
-
-class BoundedJSONFormField(forms.JSONField):
-    """The admin's JSON fields, with nesting bounded as in the API: a deep value is the field's
-    "Enter a valid JSON." error, not a RecursionError (a 500)."""
-
-    def to_python(self, value):
-        if not self.disabled and isinstance(value, str) and value.strip():
-            try:
-                loads_bounded(value, cls=self.decoder)
-            except ValueError:
-                raise ValidationError(self.error_messages["invalid"], code="invalid", params={"value": value}) from None
-        return super().to_python(value)
-
-    def bound_data(self, data, initial):
-        try:
-            return super().bound_data(data, initial)
-        except RecursionError:
-            return forms.fields.InvalidJSONInput(data)
-
-
-# Every ModelAdmin edits JSON model fields through it: those registered from here on (skills,
-# runs) by default, those registered already (agents, imported above) in place.
-FORMFIELD_FOR_DBFIELD_DEFAULTS[models.JSONField] = {"form_class": BoundedJSONFormField}
-for _registered in admin.site._registry.values():
-    _registered.formfield_overrides.setdefault(models.JSONField, {})["form_class"] = BoundedJSONFormField
 
 
 class WordListField(forms.CharField):
@@ -134,76 +105,6 @@ class PolicyAdminForm(forms.ModelForm):
             self.add_error("approver_role", unstaffed)
         return data
 
-
-# --- roles and grants -------------------------------------------------------------------
-
-
-class ToolGrantInline(admin.TabularInline):
-    model = ToolGrant
-    fk_name = "role"
-    fields = ["tool", "granted_by", "granted_at"]
-    readonly_fields = ["granted_by", "granted_at"]
-    extra = 0
-
-
-def role_overview_rows() -> tuple[list[dict], list[dict]]:
-    """Per role: members, tools it may use, tools it approves (with the policy); and the tool x role matrix."""
-    roles = list(Group.objects.annotate(members=Count("user", distinct=True)).order_by("name"))
-    grants = {(g.role_id, g.tool.name) for g in ToolGrant.objects.select_related("tool")}
-    policies = list(Policy.objects.filter(type="tool_approval", approver_role__isnull=False).order_by("name"))
-    tools = list(Tool.objects.order_by("name"))
-    rows = []
-    for role in roles:
-        approves = [(p, ["every tool"] if "*" in p.target_tools else p.target_tools)
-                    for p in policies if p.approver_role_id == role.pk]
-        rows.append({"role": role, "uses": sorted(t for r, t in grants if r == role.pk), "approves": approves})
-    matrix = []
-    for tool in tools:
-        cells = []
-        for role in roles:
-            uses = (role.pk, tool.name) in grants
-            approves = any(p.approver_role_id == role.pk and p.enabled and ("*" in p.target_tools or tool.name in p.target_tools)
-                           for p in policies)
-            cells.append(" and ".join(w for w, on in (("may use", uses), ("approves", approves)) if on) or "-")
-        matrix.append({"tool": tool, "cells": cells})
-    return rows, matrix
-
-
-@admin.register(Role)
-class RoleAdmin(admin.ModelAdmin):
-    """Per role: which tools it may use (grants) and which calls it approves."""
-
-    list_display = ["name", "tools", "approves"]
-    inlines = [ToolGrantInline]
-    fields = ["name", "approves"]
-    readonly_fields = ["approves"]
-    change_list_template = "admin/governance/role/change_list.html"
-
-    @admin.display(description="may use")
-    def tools(self, role):
-        return ", ".join(role.tool_grants.values_list("tool__name", flat=True)) or "-"
-
-    @admin.display(description="approves calls for")
-    def approves(self, role):
-        if not role.pk:
-            return "-"
-        return "; ".join(f"{p.name} ({', '.join(p.target_tools) or '-'}{'' if p.enabled else ', disabled'})"
-                         for p in role.approval_policies.all()) or "-"
-
-    def get_urls(self):
-        return [path("overview/", self.admin_site.admin_view(self.overview_view), name="governance_role_overview")] \
-            + super().get_urls()
-
-    def overview_view(self, request):
-        if not (is_governance_admin(request.user) or reads_everything(request.user)):
-            return redirect("admin:index")
-        rows, matrix = role_overview_rows()
-        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": "Roles and grants",
-                   "rows": rows, "matrix": matrix, "roles": [r["role"] for r in rows]}
-        return TemplateResponse(request, "admin/governance/role_overview.html", context)
-
-
-# --- policies ---------------------------------------------------------------------------
 
 
 @admin.register(Policy)
@@ -364,62 +265,3 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
             return "no change"
         return format_html_join(mark_safe("<br>"), "<strong>{}</strong>: {} &rarr; {}",
                                 ((r["field"], r["before"] or "(empty)", r["after"] or "(empty)") for r in rows))
-
-
-@admin.register(ToolGrant)
-class ToolGrantAdmin(admin.ModelAdmin):
-    list_display = ["role", "tool", "granted_by", "granted_at"]
-    list_filter = ["role"]
-
-
-# --- API tokens -------------------------------------------------------------------------
-
-
-@admin.register(ApiToken)
-class ApiTokenAdmin(ReadOnlyAdmin):
-    """Who holds which token, since when, until when, last used: never a key, which is not
-    stored. No one issues a token here, for themselves or anyone else (a key for another user
-    would let its issuer act, and approve, as them): owners issue theirs through the API, server
-    operators with `manage.py issue_token`. Tokens are revoked, never deleted, so the
-    `token:<id>` a decision names stays traceable."""
-
-    list_display = ["public_id", "user", "name", "state", "issued_via", "issued_by", "created_at", "expires_at",
-                    "last_used_at", "revoked_at", "revoked_by"]
-    list_filter = ["issued_via", ("revoked_at", admin.EmptyFieldListFilter), "created_at"]
-    search_fields = ["public_id", "user__username", "name"]
-    list_select_related = ["user"]
-    fields = ["public_id", "user", "name", "state", "issued_via", "issued_by", "created_at", "expires_at",
-              "last_used_at", "revoked_at", "revoked_by"]
-    readonly_fields = fields
-    actions = ["revoke"]
-
-    @admin.display(description="state")
-    def state(self, token):
-        return {"active": "Active", "expired": "Expired", "revoked": "Revoked"}[token_state(token)]
-
-    @admin.action(description="Revoke the selected tokens")
-    def revoke(self, request, queryset):
-        count = 0
-        for token in queryset.filter(revoked_at__isnull=True):
-            token_revoke(token=token, by=request.user.get_username())
-            count += 1
-        messages.success(request, f"Revoked {count} token(s); they stop working at once.")
-
-
-# --- accounts ---------------------------------------------------------------------------
-
-
-admin.site.unregister(get_user_model())
-
-
-@admin.register(get_user_model())
-class AccountAdmin(UserAdmin):
-    """Django's user admin, except that no one sets another user's password here, superusers
-    included: that would let them sign in, and approve, as that user. A forgotten password is
-    reset from the server's shell (`manage.py changepassword USERNAME`), by an operator."""
-
-    def user_change_password(self, request, id, form_url=""):
-        if str(request.user.pk) != str(id):
-            raise PermissionDenied("No one sets another user's password in the workbench; "
-                                   "a server operator resets it with manage.py changepassword.")
-        return super().user_change_password(request, id, form_url)

@@ -10,11 +10,12 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
 from agents import sources
-from agents.api import TimeoutField, ToolOutputSerializer
+from agents.api_fields import TimeoutField
+from agents.api_tools import ToolOutputSerializer
 from agents.models import Tool, ToolSource
 from agents.trust import tool_source_trust
 from agents.services import HTTP_URL_PATTERN, KeyEnvNameValidator
-from governance.roles import StaffedRoleField
+from core.approver_roles import StaffedRoleField
 from agents.sources import HEADER_NAME
 from core.api_fields import StrictSerializer
 from core.api_views import PaginatedList, errors

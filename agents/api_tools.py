@@ -1,0 +1,109 @@
+"""The tool registry API: every registered tool, whatever its source, and the changes an admin makes to one."""
+
+from django.db import transaction
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.generics import GenericAPIView
+from rest_framework.response import Response
+
+from agents import services
+from agents.api_fields import TimeoutField
+from agents.models import Tool
+from agents.sources import tool_change_diff
+from agents.trust import tool_trust
+from core.api_fields import StrictSerializer
+from core.api_views import PaginatedList
+from core.approver_roles import StaffedRoleField
+from core.permissions import ReadAnyRoleWriteGovernanceAdmin
+
+
+class ToolOutputSerializer(serializers.ModelSerializer):
+    """A registered tool, whatever its source. Disabled or held tools are never shown to a model."""
+
+    tool_source = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    approver_role = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    change_diff = serializers.SerializerMethodField(help_text="Held tools: approved vs reported now, as a unified diff.")
+    trusted = serializers.BooleanField(
+        source="output_trusted", read_only=True,
+        help_text="Whether reading its results leaves a run untainted: its source's mark, or its own for a built-in.")
+
+    class Meta:
+        model = Tool
+        ref_name = "Tool"
+        fields = [
+            "name", "description", "input_schema", "side_effect", "enabled", "source", "handler", "timeout_seconds",
+            "tool_source", "remote_name", "requires_approval", "approver_role", "held", "pending_change",
+            "change_diff", "trusted_output", "trusted", "created_at", "updated_at",
+        ]
+        read_only_fields = ["trusted_output"]
+
+    def get_change_diff(self, tool) -> str:
+        return tool_change_diff(tool)
+
+
+class ToolListApi(PaginatedList, GenericAPIView):
+    permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
+    serializer_class = ToolOutputSerializer
+    queryset = Tool.objects.select_related("tool_source", "approver_role")
+    filterset_fields = ["enabled", "side_effect", "source", "held"]
+
+    @extend_schema(
+        operation_id="tools_list",
+        description="The tool registry, whatever the source.",
+        responses=ToolOutputSerializer(many=True),
+    )
+    def get(self, request):
+        return self.list_response()
+
+
+class ToolDetailApi(GenericAPIView):
+    permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
+    serializer_class = ToolOutputSerializer
+    queryset = Tool.objects.all()
+    lookup_field = "name"
+
+    class InputSerializer(StrictSerializer):
+        """What an admin may change about a tool; name, schema and handler come from its source."""
+
+        enabled = serializers.BooleanField(required=False, help_text="Disabled tools are never shown to a model.")
+        side_effect = serializers.BooleanField(required=False)
+        description = serializers.CharField(required=False)
+        timeout_seconds = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
+        requires_approval = serializers.BooleanField(
+            required=False, help_text="Every call waits for the approver role, whatever the policies say.")
+        approver_role = StaffedRoleField(required=False, allow_null=True)
+        trusted_output = serializers.BooleanField(
+            required=False, help_text="Built-in tools only: its results hold no outsiders' text, so reading them does "
+                                      "not taint a run (409 for a discovered tool: mark its source). Recorded.")
+        trust_reason = serializers.CharField(required=False, allow_blank=True, max_length=1000,
+                                             help_text="Why the trust mark changes; kept with the change.")
+
+        class Meta:
+            ref_name = "ToolUpdate"
+
+    @extend_schema(
+        operation_id="tools_retrieve",
+        description="One registered tool.",
+        responses=ToolOutputSerializer,
+    )
+    def get(self, request, name):
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(
+        operation_id="tools_partial_update",
+        description="Enable or disable a tool, or retune it.",
+        request=InputSerializer,
+        responses=ToolOutputSerializer,
+    )
+    def patch(self, request, name):
+        tool = self.get_object()
+        serializer = self.InputSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        values = dict(serializer.validated_data)
+        reason = values.pop("trust_reason", "")
+        with transaction.atomic():
+            if "trusted_output" in values:
+                # Through agents.trust, which records who changed it.
+                tool = tool_trust(tool=tool, trusted=values.pop("trusted_output"), user=request.user, reason=reason)
+            tool = services.tool_update(tool=tool, values=values)
+        return Response(self.get_serializer(tool).data)
