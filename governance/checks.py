@@ -152,3 +152,31 @@ def stored_sources_are_allowed(app_configs, databases=None, **kwargs):
     return [checks.Warning(f"{what} is refused at every call: {why}", id="governance.W035",
                            hint="Edit it to a registered backend, an allowed program, module or variable, or delete it.")
             for what, why in rows]
+
+
+@checks.register(checks.Tags.database)
+def triggers_are_in_place(app_configs, databases=None, **kwargs):
+    """The triggers a migration made and a later one may have lost (core.triggers): SQLite drops a
+    table's triggers when a migration rebuilds the table."""
+    if not databases:
+        return []
+    from django.db import connections
+    from django.db.migrations.recorder import MigrationRecorder
+
+    from core import stamp
+    from runs import append_only
+
+    made_by = [(stamp, ("governance", "0006_governance_stamp_triggers")),
+               (append_only, ("runs", "0009_signed_receipts_and_checkpoints"))]
+    found = []
+    for alias in databases:
+        connection = connections[alias]
+        applied = MigrationRecorder(connection).applied_migrations()
+        for module, migration in made_by:
+            if migration in applied and (missing := module.TRIGGERS.missing(connection)):
+                found.append(checks.Warning(
+                    f"{len(missing)} trigger(s) of {module.__name__} are missing or disabled in database {alias!r}: "
+                    f"{', '.join(missing[:3])}{', …' if len(missing) > 3 else ''}", id="governance.W036",
+                    hint=f"A migration rebuilt the table and dropped them. Add a migration that runs "
+                         f"migrations.RunPython({module.__name__}.create_triggers, migrations.RunPython.noop)."))
+    return found

@@ -16,6 +16,7 @@ from django.db.migrations.state import ProjectState
 from django.db.utils import ConnectionHandler
 
 from core import stamp
+from governance.checks import triggers_are_in_place
 from runs import append_only
 
 # Each set of triggers, the module whose create_triggers re-creates it, and the migration that
@@ -133,3 +134,14 @@ def test_the_check_sees_a_rebuild_that_loses_the_triggers(django_db_blocker):
         kept = _lost(stamp, STAMP_CREATOR, _history_with(_altering_tool(then_recreate=True)))
     assert lost == ["agents.9999_alter_tool rebuilds ['agents_tool']"]
     assert kept == []
+
+
+@pytest.mark.django_db
+def test_check_database_names_a_lost_trigger():
+    assert triggers_are_in_place(None, databases=["default"]) == []
+    lost = stamp.TRIGGERS.triggers(connection.vendor)[0]
+    with connection.cursor() as cursor:
+        cursor.execute(stamp.TRIGGERS.drop_statements(connection.vendor)[0])  # rolled back with the test
+    [warning] = triggers_are_in_place(None, databases=["default"])
+    assert warning.id == "governance.W036" and lost.name in warning.msg
+    assert "core.stamp.create_triggers" in warning.hint
