@@ -53,7 +53,7 @@ def planned_steps(system: str, tool_names) -> list[str]:
 def _step_sections(system: str) -> list[str]:
     bodies: list[str] = []
     inside = False
-    for part in re.split(rf"^{fmt.SECTION}", system or "", flags=re.MULTILINE)[1:]:
+    for part in re.split(f"^{re.escape(fmt.SECTION)}", system or "", flags=re.MULTILINE)[1:]:
         heading, _, body = part.partition("\n")
         heading = heading.strip()
         if heading.startswith(fmt.STEP_HEADINGS):
