@@ -1,7 +1,8 @@
 """Builds the model's context from the run's frozen snapshot and its state. Pure.
 
 Stable parts first (instructions, playbooks, skill index, active skills), history last, so a
-backend with prompt caching reuses the prefix across turns.
+backend with prompt caching reuses the prefix across turns. The sections' headings come from
+agents.prompt_format, where backends that read the prompt find them too.
 
 Tool results are untrusted: each enters the context fenced as data (see agents.backends.base)
 and cut to a size, and the system prompt says what the fence means. The fence does not make a
