@@ -14,10 +14,6 @@ from core.api_views import errors
 from core.permissions import ReadAnyRoleWriteGovernanceAdmin
 from governance import roles
 
-ROLE_NAME_PATTERN = r"^[\w.@+-]+( [\w.@+-]+)*$"
-ROLE_NAME_RULE = "Use letters, digits, single spaces and . @ + - _ only."
-
-
 def _roles():
     return (
         Group.objects.annotate(members=Count("user", distinct=True))
@@ -51,7 +47,8 @@ class RoleListCreateApi(ListAPIView):
     class InputSerializer(StrictFieldsMixin, serializers.Serializer):
         read_only_names = frozenset({"id", "members", "tools", "approves"})
         # A RegexField, so that the schema states the rule too.
-        name = serializers.RegexField(ROLE_NAME_PATTERN, max_length=150, error_messages={"invalid": ROLE_NAME_RULE})
+        name = serializers.RegexField(roles.ROLE_NAME_PATTERN, max_length=150,
+                                       error_messages={"invalid": roles.ROLE_NAME_RULE})
 
         class Meta:
             ref_name = "RoleInput"

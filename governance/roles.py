@@ -5,14 +5,20 @@ The rule an approver role must follow, and the field and form that apply it, are
 core.approver_roles; what is flagged when a role loses its members is listed here.
 """
 
+import re
+
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import IntegrityError, transaction
 from django.db.models import Count, ProtectedError, Q
 
 from agents.models import Tool, ToolSource
-from core.api_errors import Conflict
+from core.api_errors import Conflict, DomainError
 from governance.models import Policy
+
+# A role's name: words of letters, digits and . @ + - _, single spaces between them.
+ROLE_NAME_PATTERN = r"^[\w.@+-]+( [\w.@+-]+)*$"
+ROLE_NAME_RULE = "Use letters, digits, single spaces and . @ + - _ only."
 
 # Who counts: active accounts only, since an inactive one cannot sign in to decide.
 _ACTIVE_MEMBERS = Count("user", filter=Q(user__is_active=True), distinct=True)
@@ -68,8 +74,14 @@ def account_set_up_by(*, user, by_user_id: int) -> bool:
     return False
 
 
+def role_name_problem(name: str) -> str | None:
+    return None if re.fullmatch(ROLE_NAME_PATTERN, name) else ROLE_NAME_RULE
+
+
 def role_create(*, name: str) -> Group:
     """A new role; Conflict when one has that name already (also when another request made it first)."""
+    if problem := role_name_problem(name):
+        raise DomainError(problem, details={"name": name})
     try:
         with transaction.atomic():
             return Group.objects.create(name=name)

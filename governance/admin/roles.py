@@ -1,9 +1,11 @@
 """The workbench's roles with their grants, and the overview of which role may use which tool.
 
-Deleting a role follows governance.roles, as the API does: refused for the governance admin
-role and for a role a policy names as its approver.
+Naming and deleting a role follow governance.roles, as the API does: a name is words of letters,
+digits and . @ + - _; deleting is refused for the governance admin role and for a role a policy
+names as its approver.
 """
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.auth.models import Group
@@ -14,7 +16,7 @@ from django.urls import path, reverse
 
 from agents.models import Tool
 from core.permissions import is_governance_admin, reads_everything
-from governance.roles import role_delete, role_delete_refusal
+from governance.roles import role_delete, role_delete_refusal, role_name_problem
 from governance.models import Policy, Role, ToolGrant
 
 
@@ -49,10 +51,19 @@ def role_overview_rows() -> tuple[list[dict], list[dict]]:
     return rows, matrix
 
 
+class RoleForm(forms.ModelForm):
+    def clean_name(self):
+        name = self.cleaned_data["name"]
+        if "name" in self.changed_data and (problem := role_name_problem(name)):
+            raise forms.ValidationError(problem)
+        return name
+
+
 @admin.register(Role)
 class RoleAdmin(admin.ModelAdmin):
     """Per role: which tools it may use (grants) and which calls it approves."""
 
+    form = RoleForm
     list_display = ["name", "tools", "approves"]
     inlines = [ToolGrantInline]
     fields = ["name", "approves"]

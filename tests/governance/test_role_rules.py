@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.test import Client
 
-from core.api_errors import Conflict
+from core.api_errors import Conflict, DomainError
 from governance.roles import role_create, role_delete
 
 pytestmark = pytest.mark.django_db
@@ -50,3 +50,14 @@ def test_the_workbench_deletes_a_role_nothing_needs(demo):
     response = _workbench().post(f"/admin/governance/role/{role.pk}/delete/", {"post": "yes"})
     assert response.status_code == 302
     assert not Group.objects.filter(name="interns").exists()
+
+
+def test_a_role_name_outside_the_rule_is_refused_by_the_service_and_the_workbench(demo):
+    with pytest.raises(DomainError, match="single spaces"):
+        role_create(name="two  spaces")
+    no_grants = {"tool_grants-TOTAL_FORMS": "0", "tool_grants-INITIAL_FORMS": "0"}
+    response = _workbench().post("/admin/governance/role/add/", {"name": "semi;colon"} | no_grants)
+    assert response.status_code == 200 and "single spaces" in response.content.decode()
+    assert not Group.objects.filter(name__in=["two  spaces", "semi;colon"]).exists()
+    assert _workbench().post("/admin/governance/role/add/", {"name": "night shift"} | no_grants).status_code == 302
+    assert Group.objects.filter(name="night shift").exists()
