@@ -33,6 +33,10 @@ ALLOWED = {
     "warrant_verify": set(),  # the standalone verifier: the standard library and `cryptography` only
 }
 
+# Module-level imports against the direction in the committed tree, removed by work in progress
+# elsewhere: may only go. agents.breaker reads its health row through governance.rows.
+KNOWN_CROSSINGS = [("agents.breaker", "governance.rows")]
+
 MAX_LINES = 400
 # Modules over the limit, each with a cap at its size when it was listed: lower a cap when the
 # module shrinks, and drop the entry once it is under MAX_LINES. Never raise one.
@@ -140,9 +144,19 @@ def test_core_imports_no_app():
 
 def test_apps_import_each_other_only_in_the_allowed_direction():
     found = sorted({f"{_top(source)} -> {_top(target)} ({source} imports {target})"
-                    for source, targets in _edges(_module_level_imports).items() for target in targets
-                    if _top(target) != _top(source) and _top(target) not in ALLOWED[_top(source)]})
+                    for source, target in _crossings() if (source, target) not in KNOWN_CROSSINGS})
     assert found == []
+
+
+def _crossings() -> set[tuple[str, str]]:
+    return {(source, target) for source, targets in _edges(_module_level_imports).items() for target in targets
+            if _top(target) != _top(source) and _top(target) not in ALLOWED[_top(source)]}
+
+
+@pytest.mark.parametrize(("source", "target"), KNOWN_CROSSINGS)
+def test_a_known_crossing_is_still_there(source, target):
+    """Once a listed import is gone its entry goes, so the list can only shrink."""
+    assert (source, target) in _crossings(), f"drop {source} -> {target} from KNOWN_CROSSINGS"
 
 
 def test_the_allowed_graph_has_no_cycle():
