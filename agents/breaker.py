@@ -8,37 +8,23 @@ probes it, and a success closes the breaker for all. Slow I/O never happens unde
 
 import logging
 from datetime import timedelta
-from functools import lru_cache
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from agents.models import ModelProfileHealth
-from governance.rows import converted
 
 logger = logging.getLogger(__name__)
 SUCCESS_WRITE_INTERVAL = timedelta(seconds=5)
 
 
-@lru_cache(maxsize=1)
-def _health_sql() -> str:
-    opts, qn = ModelProfileHealth._meta, connection.ops.quote_name
-    columns = ", ".join(qn(opts.get_field(name).column) for name in ("opened_until", "consecutive_failures", "last_success_at"))
-    return f"SELECT {columns} FROM {qn(opts.db_table)} WHERE {qn(opts.get_field('profile_name').column)} = %s"
-
-
 def _health(profile: str) -> tuple | None:
-    """(opened_until, consecutive_failures, last_success_at), read before every model call: one
-    plain SELECT by the unique name, without the ORM's query building."""
-    with connection.cursor() as cursor:
-        cursor.execute(_health_sql(), [profile])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    field = ModelProfileHealth._meta.get_field
-    return converted(field("opened_until"), row[0]), row[1], converted(field("last_success_at"), row[2])
+    """(opened_until, consecutive_failures, last_success_at), read before every model call by the
+    profile's unique name."""
+    return (ModelProfileHealth.objects.filter(profile_name=profile)
+            .values_list("opened_until", "consecutive_failures", "last_success_at").first())
 
 
 def breaker_state(health: ModelProfileHealth | None, now=None) -> str:

@@ -3,19 +3,16 @@ forms (the admin and the browsable API), and API tokens for everything else."""
 
 import logging
 from datetime import timedelta
-from functools import lru_cache
 
 from axes.backends import AxesStandaloneBackend
-from django.contrib.auth import get_user_model
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
+from django.db.models import Subquery
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
-from core import stamp as governance_stamp
-from governance.models import ApiToken
-from governance.rows import converted
+from governance.models import ApiToken, GovernanceStamp
 from governance.tokens import key_digest, seal_holds
 
 logger = logging.getLogger(__name__)
@@ -59,15 +56,14 @@ class ApiTokenAuthentication(TokenAuthentication):
 
     def authenticate_credentials(self, key):
         digest = key_digest(key) if isinstance(key, str) else None
-        found = list(get_user_model().objects.raw(_token_sql(), [digest])) if digest else []
+        found = list(ApiToken.objects.select_related("user").only(*_TOKEN_COLUMNS, "user")
+                     .annotate(governance_stamp=Subquery(GovernanceStamp.objects.filter(id=1).values("stamp")[:1]))
+                     .filter(digest=digest)[:1]) if digest else []
         if not found:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
-        user = found[0]
-        read = {field.attname: converted(field, getattr(user, f"token_{field.name}")) for field in _token_fields()}
-        read["user_id"] = user.pk
-        # As a model query hands it on: stored, the columns read in field order, the rest deferred.
-        token = ApiToken.from_db(connection.alias, tuple(read), [
-            read[field.attname] for field in ApiToken._meta.concrete_fields if field.attname in read])
+        token = found[0]
+        user = token.user
+        user.governance_stamp = token.governance_stamp
         if not seal_holds(token=token, digest=digest):
             # A row the server did not write (or one edited since): to the client, an unknown key.
             logger.warning("token %s of user %s carries no valid seal: refused", token.public_id, user.pk)
@@ -81,7 +77,6 @@ class ApiTokenAuthentication(TokenAuthentication):
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
         if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
             _mark_used(token, now)
-        token.user, token.governance_stamp = user, user.governance_stamp
         return user, token
 
 
@@ -94,23 +89,3 @@ def _mark_used(token, now) -> None:
 
 
 _TOKEN_COLUMNS = ("id", "public_id", "created_at", "expires_at", "last_used_at", "revoked_at", "seal")
-
-
-@lru_cache(maxsize=1)
-def _token_fields() -> tuple:
-    return tuple(ApiToken._meta.get_field(name) for name in _TOKEN_COLUMNS)
-
-
-@lru_cache(maxsize=1)
-def _token_sql() -> str:
-    """The user's columns (as RawQuerySet reads a user), the token's own as token_<name>, and the
-    stamp, for one key digest."""
-    qn = connection.ops.quote_name
-    users, tokens = get_user_model()._meta, ApiToken._meta
-    columns = ", ".join(f"u.{qn(field.column)}" for field in users.concrete_fields)
-    token_columns = ", ".join(f"t.{qn(tokens.get_field(name).column)} AS token_{name}" for name in _TOKEN_COLUMNS)
-    return (f"SELECT {columns}, {token_columns}, "
-            f"(SELECT stamp FROM {qn(governance_stamp.STAMP_TABLE)} WHERE id = 1) AS governance_stamp "
-            f"FROM {qn(tokens.db_table)} t INNER JOIN {qn(users.db_table)} u "
-            f"ON u.{qn(users.pk.column)} = t.{qn(tokens.get_field('user').column)} "
-            f"WHERE t.{qn(tokens.get_field('digest').column)} = %s")

@@ -154,17 +154,14 @@ class RunListCreateApi(ListAPIView):
         serializer = self.RunStartInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        key = request.headers.get("Idempotency-Key") or data.get("idempotency_key")
-        run, created = services.run_start(
-            agent_slug=data["agent"], input_text=data["input"], caller=request.user, idempotency_key=key,
-            governance_stamp=getattr(request, "governance_stamp", None),
-        )
-        if not created or settings.CELERY_TASK_ALWAYS_EAGER:
-            # A replayed key answers with the run as it is now; so does the embedded default,
-            # whose in-process task has already advanced the run. A queued run is what we wrote.
+        # A retry under the same Idempotency-Key never gets here: @idempotent answers it.
+        run, _ = services.run_start(agent_slug=data["agent"], input_text=data["input"], caller=request.user,
+                                    governance_stamp=getattr(request, "governance_stamp", None))
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            # The embedded default's in-process task has already advanced the run: answer with
+            # it as it is now. A queued run is what we wrote.
             run = selectors.runs_visible_to(request.user).get(id=run.id)
-        return Response(RunOutputSerializer(run, context={"request": request}).data,
-                        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        return Response(RunOutputSerializer(run, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
 class RunDetailApi(GenericAPIView):
@@ -172,12 +169,8 @@ class RunDetailApi(GenericAPIView):
 
     @extend_schema(operation_id="runs_retrieve")
     def get(self, request, run_id):
+        # A read changes nothing: overdue requests and lost runs are the reconciler's (runs.reconcile).
         run = get_object_or_404(selectors.runs_visible_to(request.user), id=run_id)
-        # Without beat (the embedded default) an overdue request is closed, and a run whose step
-        # died is taken up again, when looked at.
-        if (run.status == "awaiting_approval" and services.approval_expire_due(run_id=run.id)) or (
-                settings.CELERY_TASK_ALWAYS_EAGER and services.run_pick_up_if_lost(run)):
-            run = get_object_or_404(selectors.runs_visible_to(request.user), id=run_id)
         return Response(RunOutputSerializer(run, context={"request": request}).data)
 
 
@@ -274,8 +267,6 @@ class ApprovalListApi(ListAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return ApprovalRequest.objects.none()
-        # Without a beat process (the embedded default) overdue requests are closed when looked at.
-        services.approval_expire_due()
         return selectors.approvals_visible_to(self.request.user).order_by("created_at", "id")
 
 

@@ -12,7 +12,6 @@ from functools import lru_cache, partial
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
-from governance.rows import insert_row
 from runs import signing, witness
 from runs.models import ApprovalRequest, Receipt, Run
 from runs.trace import trace_head_of
@@ -152,7 +151,7 @@ def receipt_seal(*, run: Run) -> Receipt:
                                              run_id=str(run.id)))
     receipt = Receipt(run=run, seq=seq, prev_hash=prev_hash, hash=hash_, body=body, key_id=key_id,
                       signature=signature)
-    insert_row(receipt)  # an INSERT, never an update: receipts are append-only
+    receipt.save(force_insert=True)  # an INSERT, never an update: receipts are append-only
     # After commit, outside the run's transaction: a witness that is down never holds a run up.
     transaction.on_commit(partial(witness.after_seal, seq, hash_), robust=True)
     return receipt

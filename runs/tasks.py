@@ -4,14 +4,15 @@ import os
 
 from celery import shared_task
 
-from runs import services
+from runs.advance import run_advance
+from runs.reconcile import run_reconcile
 
 
 @shared_task(name="runs.run_advance", bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_advance_task(self, run_id: str) -> None:
-    services.run_advance(run_id=run_id, worker=f"{self.request.hostname or 'local'}:{os.getpid()}")
+    run_advance(run_id=run_id, worker=f"{self.request.hostname or 'local'}:{os.getpid()}")
 
 
 @shared_task(name="runs.run_reconcile", ignore_result=True)
 def run_reconcile_task() -> dict:
-    return services.run_reconcile()
+    return run_reconcile()

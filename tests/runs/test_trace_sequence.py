@@ -1,15 +1,18 @@
-"""The trace is numbered from a counter on the run's row: other writers in mid-step, old checkpoints."""
+"""The trace is numbered from a counter on the run's row: other writers in mid-step, many events at once."""
 
 import json
 
 import pytest
 from django.contrib.auth.models import Group, User
 from django.db import transaction
+from django.db.models import F
 
 from agents.models import Agent, ModelProfile, Tool
 from agents.services import agent_publish
 from governance.models import ToolGrant
 from runs import services
+from runs.events import write_events
+from runs.lifecycle import approval_request_for
 from runs.models import ApprovalRequest, Run
 
 pytestmark = pytest.mark.django_db
@@ -46,31 +49,13 @@ def test_an_event_written_by_a_cancel_in_mid_step_is_numbered_between_the_steps_
     assert _seqs(run) == list(range(1, len(kinds) + 1)) and run.event_seq == len(kinds)
 
 
-def test_a_run_checkpointed_before_parks_were_counted_still_finds_its_approval(demo):
-    operator = User.objects.get(username="operator")
-    run, _ = services.run_start(agent_slug="crm-assistant", input_text="Delete the account Initech.", caller=operator)
-    services.run_advance(run_id=run.id)
-    run.refresh_from_db()
-    assert run.status == "awaiting_approval"
-    state = run.state
-    del state["parks"]  # as a checkpoint written by the previous release looks
-    Run.objects.filter(id=run.id).update(state=state)
-    approval = ApprovalRequest.objects.get(run=run)
-    services.approval_decide(via="session", approval_id=approval.id, user=User.objects.get(username="approver"), approve=True)
-    services.run_advance(run_id=run.id)
-    run.refresh_from_db()
-    assert run.status == "succeeded", (run.status, run.error_message)
-    assert [a["id"] for a in json.loads(run.receipt.body)["approvals"]] == [str(approval.id)]
-    assert _seqs(run) == list(range(1, run.event_seq + 1))
-
-
 def test_a_step_with_more_events_than_one_statement_takes_is_written_whole(demo):
     run, _ = services.run_start(agent_slug="crm-assistant", input_text="How healthy is Acme Corp?",
                                 caller=User.objects.get(username="operator"))
     many = 2_000  # past SQLite's 999 parameters per statement at six columns a row
     with transaction.atomic():
-        first = services._take_seqs(run, many)
-        services._write_events(run, first, [(0, "note", {"n": n}) for n in range(many)])
+        Run.objects.filter(id=run.id).update(event_seq=F("event_seq") + many)
+        write_events(run, 2, [(0, "note", {"n": n}) for n in range(many)])
     run.refresh_from_db()
     assert _seqs(run) == list(range(1, many + 2)) and run.event_seq == many + 1
     assert [e["n"] for e in run.events.filter(kind="note").order_by("seq").values_list("data", flat=True)] == list(range(many))
@@ -87,9 +72,9 @@ def test_a_call_parked_again_finds_its_request_instead_of_a_second_one(demo):
                 reasons=["bench"], rationale="")
     role = Group.objects.get(name="secops")
     with transaction.atomic():
-        first = services._approval_request(run, park, role)
-        again = services._approval_request(run, park, role)  # its failed insert must not end the transaction
-        other = services._approval_request(run, Park(**{**park.__dict__, "arguments_sha256": "cd" * 32}), role)
+        first = approval_request_for(run, park, role)
+        again = approval_request_for(run, park, role)  # its failed insert must not end the transaction
+        other = approval_request_for(run, Park(**{**park.__dict__, "arguments_sha256": "cd" * 32}), role)
     assert again.id == first.id and other.id != first.id
     assert ApprovalRequest.objects.filter(run=run).count() == 2
 

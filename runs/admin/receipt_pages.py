@@ -1,278 +1,32 @@
-"""The runs side of the compliance workbench: approval queue, runs with their timeline, receipts.
-
-Views are thin: decisions go through runs.services.approval_decide, reads through runs.selectors,
-verification through runs.receipts, exports through runs.receipts_export. Every look at a
-receipt is written to the access log.
-"""
+"""The workbench's receipt pages: the chain with a verification badge per receipt, a receipt's
+detail, verification, exports, and the access log every one of them writes to."""
 
 import json
 from contextvars import ContextVar
 
 from django.contrib import admin, messages
-from django.contrib.admin.forms import AdminAuthenticationForm
-from django.core.exceptions import ValidationError
 from django.http import HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils import timezone
 from django.utils.html import format_html
 
 from core.admin import ReadOnlyAdmin
-from agents.models import Agent
-from core.api_errors import DomainError
-from governance.models import Policy
 from core.permissions import reads_everything
-from governance.roles import describe, unstaffed_approver_roles
-from runs import provenance, selectors
+from governance.models import Policy
+from runs import selectors
 from runs.access_log import receipt_access_record
-from runs.models import ApprovalRequest, Receipt, ReceiptAccess, Run, RunEvent, SideEffect
+from runs.admin.base import AgentFilter, RunStatusFilter, WorkbenchAdmin
+from runs.models import Receipt, ReceiptAccess
+from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, export_part, receipts_export
 from runs.signing import verifying_keys
+from runs.templatetags.workbench import status_label
 from runs.verification import (receipt_own_problems, receipt_verify, receipt_verify_chain,
                                receipt_verify_since_checkpoint)
-from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, export_part, receipts_export
-from runs.services import approval_decide, approval_expire_due, check_approval_decide
-from runs.templatetags.workbench import STATUS_TEXT, status_label
-
-class WorkbenchLoginForm(AdminAuthenticationForm):
-    """Someone who signed in correctly but has no place in the workbench is told so, not that the
-    password was wrong (they proved who they are; what they lack is a role here)."""
-
-    def confirm_login_allowed(self, user):
-        if user.is_active and not user.is_staff:
-            raise ValidationError(
-                "You are signed in correctly, but the workbench is for approvers, compliance officers and "
-                "governance admins, and your account is none of those. Operators start and read runs through "
-                "the API (see /api/v1/docs/).", code="not_staff")
-        super().confirm_login_allowed(user)
-
-
-admin.site.login_form = WorkbenchLoginForm
-
-# The app list in a sidebar costs a third of a laptop screen on every page; the workbench nav replaces it.
-admin.site.enable_nav_sidebar = False
-admin.site.site_header = admin.site.site_title = "Warrant"
-
-def time_left(expires_at, now=None) -> str:
-    seconds = int((expires_at - (now or timezone.now())).total_seconds())
-    if seconds <= 0:
-        return "expired"
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes = rest // 60
-    parts = [f"{days} d"] if days else []
-    if hours or days:
-        parts.append(f"{hours} h")
-    if not days:
-        parts.append(f"{minutes} min")
-    return " ".join(parts) + " left"
-
-
-class WorkbenchAdmin(admin.ModelAdmin):
-    """Visible to staff with a role; what each sees is narrowed in get_queryset by the selectors."""
-
-    def has_module_permission(self, request):
-        return selectors.workbench_member(request.user)
-
-    def has_view_permission(self, request, obj=None):
-        return selectors.workbench_member(request.user)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-# --- runs -------------------------------------------------------------------------------
-
-
-class AgentFilter(admin.SimpleListFilter):
-    """By agent slug, shown even when there is only one agent (the filter bar stays predictable)."""
-
-    title = "agent"
-    parameter_name = "agent"
-    field = "agent__slug"
-
-    def lookups(self, request, model_admin):
-        return [(slug, slug) for slug in Agent.objects.order_by("slug").values_list("slug", flat=True)]
-
-    def has_output(self):
-        return True
-
-    def queryset(self, request, queryset):
-        return queryset.filter(**{self.field: self.value()}) if self.value() else queryset
-
-
-class RunStatusFilter(admin.SimpleListFilter):
-    title = "status"
-    parameter_name = "status"
-    field = "status"
-    statuses = ("queued", "running", "awaiting_approval", "succeeded", "failed", "blocked", "stopped", "cancelled")
-
-    def lookups(self, request, model_admin):
-        return [(s, STATUS_TEXT[s]) for s in self.statuses]
-
-    def queryset(self, request, queryset):
-        return queryset.filter(**{self.field: self.value()}) if self.value() else queryset
 
 
 class ReceiptAgentFilter(AgentFilter):
     field = "run__agent__slug"
-
-
-@admin.register(Run)
-class RunAdmin(WorkbenchAdmin):
-    list_display = ["short_id", "request_text", "agent", "caller", "status_text", "outcome", "tainted_text", "created_at"]
-    list_filter = [RunStatusFilter, AgentFilter, ("caller", admin.RelatedOnlyFieldListFilter),
-                   ("created_at", admin.DateFieldListFilter), "tainted"]
-    search_fields = ["id", "input", "caller__username"]
-    date_hierarchy = "created_at"
-    list_select_related = ["agent", "caller"]
-
-    def get_queryset(self, request):
-        return selectors.runs_visible_in_admin(request.user)
-
-    @admin.display(description="run", ordering="created_at")
-    def short_id(self, run):
-        return str(run.id)[:8]
-
-    @admin.display(description="request")
-    def request_text(self, run):
-        return run.input if len(run.input) <= 70 else run.input[:69] + "…"
-
-    @admin.display(description="status", ordering="status")
-    def status_text(self, run):
-        return status_label(run.status)
-
-    @admin.display(description="stop reason / error")
-    def outcome(self, run):
-        return run.stop_reason or run.error or "-"
-
-    @admin.display(description="tainted", ordering="tainted")
-    def tainted_text(self, run):
-        return "TAINTED" if run.tainted else "no"
-
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        run = get_object_or_404(self.get_queryset(request), pk=object_id)
-        events = list(RunEvent.objects.filter(run=run).order_by("seq"))
-        approvals = list(run.approvals.select_related("approver_role", "decided_by").order_by("created_at"))
-        receipt = Receipt.objects.filter(run=run).first()
-        context = {
-            **self.admin_site.each_context(request), "opts": self.opts, "title": f"Run {str(run.id)[:8]}",
-            "run": run, "status": status_label(run.status), "events": events, "approvals": approvals,
-            "receipt": receipt, "taint_reasons": run.state.get("taint_reasons", []),
-            "tainted": bool(run.state.get("tainted")) or run.tainted,
-            "receipt_url": reverse("admin:runs_receipt_change", args=[receipt.pk]) if receipt and reads_everything(
-                request.user) else None,
-        }
-        return TemplateResponse(request, "admin/runs/run/timeline.html", context)
-
-
-@admin.register(RunEvent)
-class RunEventAdmin(ReadOnlyAdmin):
-    list_display = ["run", "seq", "kind", "created_at"]
-    list_filter = ["kind"]
-
-
-@admin.register(SideEffect)
-class SideEffectAdmin(ReadOnlyAdmin):
-    list_display = ["idempotency_key", "tool", "status", "attempts", "created_at"]
-    list_filter = ["status", "tool"]
-
-
-# --- approvals --------------------------------------------------------------------------
-
-
-@admin.register(ApprovalRequest)
-class ApprovalRequestAdmin(WorkbenchAdmin):
-    """The changelist is the record of every request; the queue (queue/) is where decisions happen."""
-
-    list_display = ["tool", "run_link", "approver_role", "status_text", "decided_by", "decided_via", "expires_at",
-                    "created_at"]
-    list_filter = ["status", "approver_role", ("created_at", admin.DateFieldListFilter)]
-    list_select_related = ["run", "approver_role", "decided_by"]
-    change_list_template = "admin/runs/approvalrequest/change_list.html"
-
-    def get_queryset(self, request):
-        return selectors.approvals_visible_to(request.user)
-
-    @admin.display(description="status", ordering="status")
-    def status_text(self, approval):
-        return status_label(approval.status)
-
-    @admin.display(description="run")
-    def run_link(self, approval):
-        return format_html('<a href="{}">{}</a>', reverse("admin:runs_run_change", args=[approval.run_id]),
-                           str(approval.run_id)[:8])
-
-    def get_urls(self):
-        return [
-            path("queue/", self.admin_site.admin_view(self.queue_view), name="runs_approval_queue"),
-            path("<uuid:approval_id>/decide/", self.admin_site.admin_view(self.decide_view), name="runs_approval_decide"),
-        ] + super().get_urls()
-
-    def queue_view(self, request):
-        if not selectors.workbench_member(request.user):
-            return redirect("admin:index")
-        # Without a beat process (the embedded default) overdue requests are closed when looked at.
-        approval_expire_due()
-        for entry in unstaffed_approver_roles():
-            messages.warning(request, f"Nobody can decide: {describe(entry)}.")
-        now = timezone.now()
-        cards = []
-        for approval in selectors.approval_queue(request.user).select_related("run__agent_version"):
-            try:
-                check_approval_decide(approval=approval, user=request.user)
-                refusal = ""
-            except DomainError as exc:
-                refusal = exc.message
-            run = approval.run
-            cards.append({
-                "approval": approval, "run": run, "refusal": refusal, "time_left": time_left(approval.expires_at, now),
-                "arguments": json.dumps(approval.arguments, indent=2, sort_keys=True, ensure_ascii=False),
-                "tainted": bool(run.state.get("tainted")) or run.tainted,
-                "taint_reasons": run.state.get("taint_reasons", []) or [r for r in run.taint_reason.splitlines() if r],
-                "provenance": provenance.of_approval(approval),
-            })
-        recent = (ApprovalRequest.objects.filter(decided_by=request.user).select_related("run", "approver_role")
-                  .order_by("-decided_at")[:10])
-        context = {
-            **self.admin_site.each_context(request), "opts": self.opts, "title": "Approval queue",
-            "cards": cards, "counts": selectors.pending_counts_by_role(request.user), "recent": recent,
-            "status_label": status_label,
-        }
-        return TemplateResponse(request, "admin/runs/approval_queue.html", context)
-
-    def decide_view(self, request, approval_id):
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        queue = reverse("admin:runs_approval_queue")
-        decision, reason = request.POST.get("decision"), request.POST.get("reason", "").strip()
-        if decision not in ("approve", "deny"):
-            messages.error(request, "Choose Approve or Deny.")
-            return redirect(queue)
-        if not selectors.approvals_visible_to(request.user).filter(id=approval_id).exists():
-            messages.error(request, "Nothing was decided: this request is not in a queue of yours.")
-            return redirect(queue)
-        try:
-            approval = approval_decide(approval_id=approval_id, user=request.user, approve=decision == "approve",
-                                       reason=reason, via="session")
-        except DomainError as exc:  # a denial without a reason, a decision by the run's caller, a second decision
-            messages.error(request, f"Nothing was decided: {exc.message}.")
-            return redirect(f"{queue}#approval-{approval_id}")
-        run = Run.objects.get(pk=approval.run_id)
-        verb = "Approved" if decision == "approve" else "Denied"
-        messages.success(request, format_html(
-            '{} {} for run <a href="{}">{}</a>. The run is now: {}.', verb, approval.tool,
-            reverse("admin:runs_run_change", args=[run.pk]), str(run.pk)[:8], STATUS_TEXT.get(run.status, run.status)))
-        return redirect(queue)
-
-
-# --- receipts ---------------------------------------------------------------------------
 
 
 class ReceiptStatusFilter(RunStatusFilter):

@@ -1,0 +1,92 @@
+"""The worker loop: claim the run, take steps outside any transaction, checkpoint each step in one
+short transaction, and stop when the run parks, ends or its time slice is used (then release it
+to the queue). A duplicate message finds nothing to claim.
+"""
+
+import logging
+import time
+import uuid
+from functools import partial
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import DatabaseError, transaction
+
+from agents.model_calls import model_complete, profile_chain
+from agents.tools.dispatcher import dispatch
+from agents.tools.envelopes import ToolContext
+from governance import redaction
+from governance.selectors import granted_tool_names
+from runs import harness
+from runs.lifecycle import run_checkpoint, run_claim, run_finish, run_release
+from runs.models import ApprovalRequest, Run
+from runs.outbox import side_effect_execute
+from runs.states import RunStatus
+
+logger = logging.getLogger(__name__)
+
+
+def _deps(run: Run) -> harness.Deps:
+    snapshot = run.snapshot
+    chain = profile_chain(snapshot["agent"]["model_profile"])
+    caller = snapshot["caller"]["username"]
+
+    def execute(call: dict, *, side_effect: bool, approval_id: str | None) -> dict:
+        tool = snapshot["tools"][call["name"]]
+        if side_effect:
+            return side_effect_execute(run_id=str(run.id), caller=caller, tool=tool, call=call, approval_id=approval_id)
+        return dispatch(tool=tool, arguments=call["arguments"], ctx=ToolContext(str(run.id), caller))
+
+    return harness.Deps(
+        complete=partial(model_complete, chain=chain),
+        execute=execute,
+        granted_now=lambda: granted_tool_names(role_names=snapshot["caller"]["roles"]),
+        leaks=lambda arguments: redaction.leaks(arguments, secrets=redaction.env_secrets()),
+    )
+
+
+def _decisions(run: Run) -> dict[str, dict]:
+    """The decisions taken on the run's requests. Only a tool batch consults them, and only a run
+    that has parked can have any."""
+    if not run.state["pending"] or not run.state["parks"]:
+        return {}
+    return {
+        harness.decision_key(a.call_id, a.arguments_sha256): {"id": str(a.id), "status": a.status, "reason": a.reason}
+        for a in ApprovalRequest.objects.filter(run=run).only("id", "call_id", "arguments_sha256", "status", "reason")
+    }
+
+
+def run_advance(*, run_id: str, worker: str | None = None, known: Run | None = None) -> None:
+    """Advance the run for one time slice. `known`: the run as this process just wrote it (see
+    runs.queue.enqueue)."""
+    worker = worker or f"w-{uuid.uuid4().hex[:12]}"
+    run = run_claim(run_id, worker, known=known)
+    if run is None:
+        return  # parked, finished, or owned by a live worker: a duplicate delivery is a no-op
+    if run.deliveries > settings.WARRANT["MAX_DELIVERIES"]:
+        with transaction.atomic():
+            run_finish(run, harness.Finish(RunStatus.FAILED, error="internal",
+                                           message=f"step {run.step} was attempted {run.deliveries} times without finishing"))
+        return
+    deps = _deps(run)
+    slice_ends = time.monotonic() + settings.WARRANT["TIME_SLICE_SECONDS"]
+    while True:
+        # The cancel flag as the claim or the last checkpoint knew it: a cancel stops the run at
+        # the next step boundary.
+        try:
+            result = harness.step(
+                run.state, run.snapshot, deps, run_id=str(run.id), cancel_requested=run.cancel_requested,
+                deadline=run.deadline_at.timestamp() if run.deadline_at else None, decisions=_decisions(run),
+            )
+        except (DatabaseError, SoftTimeLimitExceeded):
+            raise  # infrastructure, not the run: abandon the step; redelivery or the reconciler retries it
+        except Exception as exc:  # a bug in a step ends the run failed, recorded, with its receipt
+            logger.exception("run %s crashed in step %s", run.id, run.step)
+            result = harness.StepResult(run.state, harness.Finish(RunStatus.FAILED, error="internal",
+                                                                  message=f"{type(exc).__name__} in step {run.step}"))
+        run = run_checkpoint(run, worker, result)
+        if run is None or run.status != RunStatus.RUNNING:
+            return
+        if time.monotonic() >= slice_ends:
+            run_release(run, worker)
+            return

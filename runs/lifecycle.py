@@ -1,0 +1,276 @@
+"""A run's transitions, each a named service checked against the table in runs.states.
+
+run_claim      queued -> running (or a running run whose lease lapsed, taken over)
+run_checkpoint running -> running, a step saved; or its end, or its park, in the same transaction
+run_park       running -> awaiting_approval, with the approval request
+run_finish     any live status -> a terminal one, with the receipt sealed in the same transaction
+run_release    running -> queued, its time slice used
+run_requeue    awaiting_approval -> queued, after a decision
+run_cancel     a cancel asked for; a run that is not running ends here, a running one at its next step
+run_note       an event and no change of status (a decision on a run that is not parked)
+
+One function writes a run's row: _write, a compare-and-set through
+Run.objects.filter(id=..., status=..., event_seq=..., cancel_requested=..., ...).update(...).
+Its condition holds the status, the trace's length and the cancel flag this process knows (the
+columns other writers touch), so an UPDATE that matches changed exactly the row we read: the new
+event_seq is ours to compute, with no read back. Writers that read the run under its row lock
+always match; a worker that holds the lease and was overtaken by a cancel or a decision reads the
+row again and retries while the lease is still its own.
+"""
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from core.api_errors import Conflict
+from runs import harness
+from runs.events import head_hash_subquery, remember_head, write_events
+from runs.models import ApprovalRequest, Run
+from runs.queue import enqueue
+from runs.receipts import receipt_seal
+from runs.states import TERMINAL, ErrorCode, RunStatus, check_transition
+
+logger = logging.getLogger(__name__)
+
+
+def _write(run: Run, *, status: str | None = None, expect: dict | None = None, fields: dict | None = None,
+           events: list = (), follow: bool = False) -> bool:
+    """Compare-and-set the run's row: if it still has the status, event_seq and cancel flag this
+    process knows (and the values in `expect`), set `status` (checked against the transition table) and
+    `fields`, take the next len(events) sequence numbers and write `events` (step, kind, data).
+    Updates `run` to match. False if the row had moved on.
+
+    `follow`: when only the trace or the cancel flag moved on (a cancel, a decision) and status
+    and `expect` still hold, lock and read the row again and retry with what it holds now."""
+    assert transaction.get_connection().in_atomic_block, "a run's row changes with its events, in one transaction"
+    values = dict(fields or {})
+    if status is not None and status != run.status:
+        check_transition(run.status, status)
+        values |= {"status": status, "status_changed_at": timezone.now()}
+    if events:
+        values["event_seq"] = F("event_seq") + len(events)
+    expect = expect or {}
+    while not Run.objects.filter(id=run.id, status=run.status, event_seq=run.event_seq,
+                                 cancel_requested=run.cancel_requested, **expect).update(**values):
+        if not follow:
+            return False
+        seen = (Run.objects.select_for_update().filter(id=run.id).annotate(trace_head_hash=head_hash_subquery())
+                .values("status", "event_seq", "cancel_requested", "trace_head_hash", *expect).first())
+        if seen is None or seen["status"] != run.status or any(seen[k] != v for k, v in expect.items()):
+            return False
+        run.event_seq, run.cancel_requested = seen["event_seq"], seen["cancel_requested"]
+        remember_head(run, seen["trace_head_hash"])
+    first_seq = run.event_seq + 1
+    for name, value in values.items():
+        if name != "event_seq":
+            setattr(run, name, value)
+    run.event_seq += len(events)
+    if events:
+        run.written_head = write_events(run, first_seq, list(events))
+    return True
+
+
+def _locked(run_id) -> Run | None:
+    """The run, read under its row lock (and its trace's head in the same statement)."""
+    run = Run.objects.select_for_update().annotate(trace_head_hash=head_hash_subquery()).filter(id=run_id).first()
+    if run is not None:
+        remember_head(run, run.trace_head_hash)
+    return run
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=settings.WARRANT["LEASE_SECONDS"])
+
+
+# --- claim and checkpoint -------------------------------------------------------------------
+
+
+def run_claim(run_id, worker: str, *, known: Run | None = None) -> Run | None:
+    """queued -> running, or take over a running run whose lease lapsed. The run if we own it.
+
+    `known`: the run as this process last wrote it (the embedded default hands on the run it just
+    started); claimed without a read if its row is still as written."""
+    now = timezone.now()
+    with transaction.atomic():
+        if known is not None and known.status == RunStatus.QUEUED and _claimed(known, worker, now):
+            return known
+        run = _locked(run_id)
+        claimable = run is not None and (run.status == RunStatus.QUEUED or (
+            run.status == RunStatus.RUNNING and run.lease_expires_at is not None and run.lease_expires_at < now))
+        if not claimable or not _claimed(run, worker, now):
+            return None
+    return run
+
+
+def _claimed(run: Run, worker: str, now) -> bool:
+    fields = {"lease_owner": worker, "lease_expires_at": now + _lease(), "deliveries": run.deliveries + 1,
+              "status_changed_at": now}
+    if run.started_at is None and run.deliveries < settings.WARRANT["MAX_DELIVERIES"]:
+        fields |= {"started_at": now, "deadline_at": now + timedelta(seconds=run.snapshot["agent"]["deadline_seconds"])}
+    # Everything a claim reads: a row that moved since (another claim, a cancel) is not claimed.
+    expect = {"deliveries": run.deliveries, "lease_owner": run.lease_owner, "lease_expires_at": run.lease_expires_at,
+              "step": run.step}
+    return _write(run, status=RunStatus.RUNNING, expect=expect, fields=fields,
+                  events=[(run.step, "claimed", {"worker": worker, "delivery": run.deliveries + 1})])
+
+
+def run_checkpoint(run: Run, worker: str, result: harness.StepResult) -> Run | None:
+    """Save a step, its events and what it led to (the run's end, or its park) in one
+    transaction. None if we lost the lease."""
+    state, outcome = result.state, result.outcome
+    counters = {
+        "deliveries": 0, "input_tokens": state["input_tokens"], "output_tokens": state["output_tokens"],
+        "llm_calls": state["turns"], "tool_calls": state["tool_calls"], "tainted": state["tainted"],
+        "taint_reason": "\n".join(state["taint_reasons"]),
+    }
+    # The row is as this worker last wrote it (the compare-and-set below holds it to that): a
+    # column the step left as it was is not written again.
+    fields = {"state": state, "step": run.step + 1, "lease_expires_at": timezone.now() + _lease(),
+              **{name: value for name, value in counters.items() if getattr(run, name) != value}}
+    events = [(run.step, kind, data) for kind, data in result.events]
+    finish = outcome if isinstance(outcome, harness.Finish) else None
+    now = timezone.now()
+    if finish is not None:  # the step that ends the run writes its end in the same statement
+        fields |= _finished(run, finish, now)
+        events.append((run.step + 1, *_finished_event(finish)))
+    with transaction.atomic():
+        # On (status, lease, step): a cancel or a decision that came meanwhile is followed, and
+        # its cancel flag read; a lost lease is not.
+        if not _write(run, status=finish.status if finish else None, expect={"lease_owner": worker, "step": run.step},
+                      fields=fields, events=events, follow=True):
+            logger.warning("run %s: lease lost before step %s was saved; another worker has it", run.id, run.step)
+            return None
+        if finish is not None:
+            _after_finish(run, finish, now)
+        elif isinstance(outcome, harness.Park):
+            _park_or_finish(run, outcome)
+    return run
+
+
+def run_release(run: Run, worker: str) -> None:
+    """running -> queued: the time slice is used; the next message goes on from here."""
+    with transaction.atomic():
+        if not _write(run, status=RunStatus.QUEUED, expect={"lease_owner": worker},
+                      fields={"lease_owner": "", "lease_expires_at": None}, follow=True):
+            raise Conflict(f"run {run.id} changed status concurrently")
+        enqueue(run.id, known=run)
+
+
+# --- park -----------------------------------------------------------------------------------
+
+
+def _park_or_finish(run: Run, park: harness.Park) -> None:
+    """Park the run for its approver. A run cancelled while its step ran does not go on to wait
+    for one; nor does one whose approver role no longer exists (fail closed)."""
+    if run.cancel_requested:
+        run_finish(run, harness.Finish(RunStatus.CANCELLED, message="cancelled while a step was running"))
+        return
+    role = Group.objects.filter(name=park.approver_role).first()
+    if role is None:
+        run_finish(run, harness.Finish(RunStatus.FAILED, error=ErrorCode.POLICY_ERROR,
+                                       message=f"the approver role {park.approver_role!r} does not exist"))
+        return
+    run_park(run, park, role)
+
+
+def run_park(run: Run, park: harness.Park, role: Group) -> ApprovalRequest:
+    """running -> awaiting_approval, with the request for this call; inside the step's transaction."""
+    request = approval_request_for(run, park, role)
+    if not _write(run, status=RunStatus.AWAITING_APPROVAL, fields={"lease_owner": "", "lease_expires_at": None}, events=[(
+            run.step, "approval_requested", {
+                "approval_id": str(request.id), "tool": park.tool, "arguments": park.arguments,
+                "arguments_sha256": park.arguments_sha256, "approver_role": role.name, "policy": park.policy,
+                "reasons": park.reasons,
+                # Where each argument came from, for the approver's card (runs.provenance).
+                "provenance": park.provenance})]):
+        raise Conflict(f"run {run.id} changed status concurrently")
+    return request
+
+
+def approval_request_for(run: Run, park: harness.Park, role: Group) -> ApprovalRequest:
+    """The request for this call and these exact arguments: created, or the one already there."""
+    ttl = park.ttl_seconds or settings.WARRANT["DEFAULT_APPROVAL_TTL_SECONDS"]
+    key = {"run": run, "call_id": park.call_id, "arguments_sha256": park.arguments_sha256}
+    try:
+        # A call parks once (a decided one is not asked again), so try the insert first; the
+        # unique (run, call, digest) finds a request that is already there.
+        with transaction.atomic():
+            return ApprovalRequest.objects.create(
+                **key, step=park.step, tool=park.tool, arguments=park.arguments,
+                policy_id=park.policy["policy_id"] if park.policy else None,
+                policy_version=park.policy["version"] if park.policy else None,
+                policy_name=park.policy["policy"] if park.policy else "",
+                approver_role=role, reasons=park.reasons, model_rationale=park.rationale,
+                expires_at=timezone.now() + timedelta(seconds=ttl),
+            )
+    except IntegrityError:
+        return ApprovalRequest.objects.get(**key)
+
+
+def run_requeue(run: Run, *, decided: tuple, deadline_at) -> None:
+    """awaiting_approval -> queued after a decision (its event numbered by the same statement);
+    the run's deadline moved on by the time it waited. `run` was read under its row lock."""
+    if not _write(run, status=RunStatus.QUEUED, fields={"deadline_at": deadline_at}, events=[decided]):
+        raise Conflict(f"run {run.id} changed status concurrently")
+    enqueue(run.id)
+
+
+def run_note(run: Run, event: tuple) -> None:
+    """Append one event (step, kind, data) to a run read under its row lock; its status stays."""
+    if not _write(run, events=[event]):
+        raise Conflict(f"run {run.id} changed concurrently")
+
+
+# --- finish and cancel ------------------------------------------------------------------------
+
+
+def _finished(run: Run, finish: harness.Finish, now) -> dict:
+    """The columns a run's end writes, besides its status."""
+    return {"output": finish.output, "stop_reason": finish.stop_reason, "error": finish.error,
+            "error_message": finish.message, "finished_at": now, "lease_owner": "", "lease_expires_at": None,
+            "started_at": run.started_at or now}
+
+
+def _finished_event(finish: harness.Finish) -> tuple[str, dict]:
+    return "run_finished", {"status": finish.status, "stop_reason": finish.stop_reason, "error": finish.error,
+                            "message": finish.message}
+
+
+def run_finish(run: Run, finish: harness.Finish) -> None:
+    """A live status -> a terminal one, inside the caller's transaction (which read `run` under
+    its lock, or holds its lease and wrote it last)."""
+    now = timezone.now()
+    if not _write(run, status=finish.status, fields=_finished(run, finish, now),
+                  events=[(run.step, *_finished_event(finish))]):
+        raise Conflict(f"run {run.id} changed status concurrently")
+    _after_finish(run, finish, now)
+
+
+def _after_finish(run: Run, finish: harness.Finish, now) -> None:
+    """In the transaction that ended the run: close its open requests and seal its receipt."""
+    if run.state["parks"]:  # a run that never parked has no approval requests
+        ApprovalRequest.objects.filter(run=run, status=ApprovalRequest.Status.PENDING).update(
+            status=ApprovalRequest.Status.CANCELLED, decided_at=now, reason=f"run ended {finish.status}")
+    # The receipt seals the trace's head as this transaction wrote it (uncommitted, and sealed
+    # with it or not at all).
+    run.trace_head = run.written_head
+    receipt_seal(run=run)
+
+
+def run_cancel(*, run: Run, user) -> Run:
+    """Ask a run to stop. A running run is owned by its worker: it stops at the next step boundary
+    and seals the receipt itself. A queued or parked one ends here."""
+    with transaction.atomic():
+        run = _locked(run.id)
+        if run.status in TERMINAL:
+            raise Conflict(f"the run already ended: {run.status}", details={"status": run.status})
+        if not _write(run, fields={"cancel_requested": True}, events=[(run.step, "cancel_requested", {"by": user.get_username()})]):
+            raise Conflict(f"run {run.id} changed concurrently")
+        if run.status != RunStatus.RUNNING:
+            run_finish(run, harness.Finish(RunStatus.CANCELLED, message=f"cancelled by {user.get_username()}"))
+    return run

@@ -1,0 +1,57 @@
+"""The reconciler: overdue approval requests expire, and lost work goes back on the queue.
+
+Celery beat runs it (runs.run_reconcile) where there is a broker; without one, the embedded
+ticker does (runs.ticker). Never a read: looking at a run or a queue changes nothing.
+"""
+
+import os
+import socket
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from runs.approvals import approval_expire_due
+from runs.models import Run
+from runs.queue import enqueue
+from runs.states import RunStatus
+from runs.witness import witness_catch_up
+
+
+def run_reconcile(*, queued_grace_seconds: int | None = None) -> dict:
+    """Expire overdue approval requests, and put lost work back on the queue.
+
+    A running run whose lease lapsed lost its worker, unless that worker is a process on this host
+    that still runs (the embedded worker, whose step may outlast its lease: a slow model, long
+    tools); a run queued for longer than the grace period may have lost its message (a broker
+    restart, a flush). Enqueueing either again is safe: the claim is compare-and-set, so a message
+    for a run someone owns is a no-op.
+    """
+    now = timezone.now()
+    if queued_grace_seconds is None:
+        queued_grace_seconds = settings.WARRANT["QUEUED_GRACE_SECONDS"]
+    expired = approval_expire_due()
+    lapsed = Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now).values_list("id", "lease_owner")
+    lost = [run_id for run_id, owner in lapsed if not _runs_here(owner)]
+    stale = list(Run.objects.filter(
+        status=RunStatus.QUEUED, status_changed_at__lt=now - timedelta(seconds=queued_grace_seconds),
+    ).values_list("id", flat=True))
+    for run_id in lost + stale:
+        enqueue(run_id)
+    # A witness sink that was down when runs sealed is brought up to the chain's head.
+    caught_up = witness_catch_up()
+    return {"expired_approvals": expired, "lost_leases": len(lost), "stale_queued": len(stale), "witness": caught_up}
+
+
+def _runs_here(owner: str) -> bool:
+    """Whether the process named host:pid (as the embedded worker names itself) still runs on this host."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

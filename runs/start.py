@@ -1,0 +1,48 @@
+"""Starting a run: its governance frozen, its row and first event written, handed to a worker."""
+
+from django.db import transaction
+
+from core.api_errors import Conflict, DomainError
+from runs import harness
+from runs.events import write_events
+from runs.freeze import governance_for
+from runs.models import Run
+from runs.queue import enqueue
+
+MAX_INPUT_CHARS = 20_000
+
+
+class InvalidRunRequest(DomainError):
+    code = "invalid"
+
+
+def run_start(*, agent_slug: str, input_text: str, caller, governance_stamp: str | None = None) -> tuple[Run, bool]:
+    """Create a queued run with its governance frozen, and enqueue it: (run, True).
+
+    `governance_stamp`: the stamp read when the run was asked for (the API reads it with the
+    caller's permission); by default it is read here. Retries are the API's concern
+    (runs.idempotency): every call starts a run, and the second value, kept for the callers of the
+    time when run_start answered a retried key itself, is always True.
+    """
+    if not isinstance(input_text, str) or not input_text.strip():
+        raise InvalidRunRequest("input is required", details={"input": ["This field is required."]})
+    if len(input_text) > MAX_INPUT_CHARS:
+        raise InvalidRunRequest(f"input is longer than {MAX_INPUT_CHARS} characters", details={"input": ["too long"]})
+    governance, snapshot = governance_for(agent_slug=agent_slug, caller=caller, stamp=governance_stamp)
+    if governance is None:
+        raise InvalidRunRequest(f"there is no agent {agent_slug!r}", details={"agent": [f"unknown agent {agent_slug!r}"]})
+    if snapshot is None:
+        raise Conflict(f"agent {agent_slug!r} has no published version", details={"agent": agent_slug})
+    with transaction.atomic():
+        run = Run.objects.create(
+            agent=governance.agent, agent_version=governance.version, caller=caller,
+            caller_roles=snapshot["caller"]["roles"], input=input_text, snapshot=snapshot,
+            policy_snapshot_sha256=snapshot["policy_snapshot_sha256"], state=harness.initial_state(input_text),
+            event_seq=1,
+        )
+        write_events(run, 1, [(0, "run_created", {
+            "agent": governance.agent.slug, "agent_version": snapshot["agent"]["version"], "caller": snapshot["caller"],
+            "policy_snapshot_sha256": run.policy_snapshot_sha256})])
+        # The embedded worker claims the run as written here, without reading it back.
+        enqueue(run.id, known=run)
+    return run, True
