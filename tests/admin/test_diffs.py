@@ -1,6 +1,6 @@
 """The diff shown in policy and skill histories. Pure: no database."""
 
-from governance.diffs import text_diff, values_diff
+from core.diffs import text_diff, values_diff
 
 
 def test_only_changed_fields_are_listed_and_short_values_read_as_was_and_now():
