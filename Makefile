@@ -1,10 +1,10 @@
-# Two commands for a newcomer: `make run` and `make test`.
+# Two commands for a newcomer: `make run` and `make test`; `make check` is the quick one for daily work.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run test test-services fuzz install install-test browser-deps sandbox-deps demo token clean bench bench-install bench-smoke
+.PHONY: run check test test-main test-live test-services fuzz install install-test browser-deps sandbox-deps demo token clean bench bench-install bench-smoke
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -58,17 +58,46 @@ token: install
 	DJANGO_DEBUG=1 $(PY) manage.py issue_token "$(USER)"
 
 # The durability suite: real PostgreSQL (the machine's), its own Redis server on this port, and
-# real Celery worker processes. `make test` runs it after the embedded-default suite.
+# real Celery worker processes. `make test` runs it beside the fuzz and the benchmarks' smoke run.
 PG_URL ?= postgres://postgres@127.0.0.1:5432/warrant
 TEST_REDIS_PORT ?= 6399
+# pytest-xdist processes for the main suite (auto: one per CPU); each has its own test database.
+PYTEST_WORKERS ?= auto
+# Where the parts that `make test` runs side by side write their output.
+TEST_LOGS ?= var/test-logs
 
+# Lint, the schema and the unit and API tests, in parallel: what a change needs before it is pushed.
+# Left for `make test`: tests marked slow (they start Django, a venv, npm or a live server of their
+# own) and the browser tests, as well as the durability suite, the fuzz and the benchmarks' smoke run.
+check: install-test
+	$(PY) -m ruff check .
+	DJANGO_DEBUG=1 $(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow and not browser" --ignore=tests/browser
+
+# Everything: lint, the schema, the whole main suite in parallel, then the parts with servers of
+# their own side by side. Any part failing fails the target.
 test: install-test browser-deps sandbox-deps
 	$(PY) -m ruff check .
 	DJANGO_DEBUG=1 $(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
-	$(PY) -m pytest
-	$(MAKE) --no-print-directory bench-smoke
-	$(MAKE) --no-print-directory test-services
-	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory test-main
+	$(MAKE) --no-print-directory test-live
+
+test-main: install-test
+	$(PY) -m pytest -n $(PYTEST_WORKERS)
+
+# The benchmarks' smoke run, the durability suite and the fuzz share nothing (their own databases,
+# Redis ports and servers), so they run at the same time. Each one's output goes to its log in
+# TEST_LOGS and is printed when all three have ended; the target fails if any of them failed.
+test-live: install-test bench-install
+	@mkdir -p $(TEST_LOGS)
+	@echo "bench-smoke, test-services and fuzz side by side (output in $(TEST_LOGS)/)"
+	@$(MAKE) --no-print-directory bench-smoke > $(TEST_LOGS)/bench-smoke.log 2>&1 & bench=$$!; \
+	$(MAKE) --no-print-directory test-services > $(TEST_LOGS)/test-services.log 2>&1 & services=$$!; \
+	$(MAKE) --no-print-directory fuzz > $(TEST_LOGS)/fuzz.log 2>&1 & fuzz=$$!; \
+	wait $$bench; b=$$?; wait $$services; s=$$?; wait $$fuzz; f=$$?; \
+	for part in bench-smoke test-services fuzz; do echo; echo "=== $$part ($(TEST_LOGS)/$$part.log)"; cat $(TEST_LOGS)/$$part.log; done; \
+	echo; echo "bench-smoke: exit $$b   test-services: exit $$s   fuzz: exit $$f"; \
+	[ $$b -eq 0 ] && [ $$s -eq 0 ] && [ $$f -eq 0 ]
 
 test-services: install-test
 	DATABASE_URL=$(PG_URL) CELERY_BROKER_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 $(PY) -m pytest tests/services

@@ -24,6 +24,17 @@ if not os.environ.get("WARRANT_BENCH_SMOKE"):
     collect_ignore.append("bench")
 
 
+# A test that needs one of these starts a server of its own (pytest-django's live server thread,
+# the npm MCP server, installed once): it is marked slow, so `make check` leaves it to `make test`.
+SLOW_FIXTURES = {"live_server", "everything_server", "everything_http"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker):
     # The demo once per session: tests in a rolled-back transaction (pytest-django runs them

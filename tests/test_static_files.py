@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +59,7 @@ def _walk(tmp_path) -> dict:
 HASHED = r"\.[0-9a-f]{12}\."
 
 
+@pytest.mark.slow
 def test_with_debug_off_pages_reference_hashed_static_files_that_the_web_process_serves(tmp_path):
     pages = _walk(tmp_path)
     assert (tmp_path / "collected" / "staticfiles.json").exists(), "collectstatic wrote into DJANGO_STATIC_ROOT"

@@ -181,6 +181,7 @@ def token_db(tmp_path_factory):
     return data
 
 
+@pytest.mark.slow
 def test_make_token_prints_a_new_key_and_nothing_else(token_db):
     first, second = _make_token(token_db, "USER=tour"), _make_token(token_db, "USER=tour")
     assert first.returncode == 0 and second.returncode == 0, first.stderr
@@ -191,6 +192,7 @@ def test_make_token_prints_a_new_key_and_nothing_else(token_db):
     assert marks == [("command",)]  # the admin shows how the key came to exist
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, says", [
     (("USER=nobody",), "no user named 'nobody'"),
     (("USER=",), "name the user"),

@@ -76,6 +76,7 @@ def flip_one_byte(data: bytes) -> bytes:
 # --- a bundle verifies, and each of its files is covered ------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_bundle_from_the_command_verifies_offline_and_a_byte_changed_in_any_file_fails_naming_it(
         operator, approver, tmp_path):
@@ -104,6 +105,7 @@ def test_a_bundle_from_the_command_verifies_offline_and_a_byte_changed_in_any_fi
         assert named(result, name), (name, result.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_bundle_from_the_api_is_a_zip_that_verifies_and_any_entry_changed_fails_naming_it(
         operator, approver, compliance, tmp_path):
@@ -299,6 +301,7 @@ def test_the_command_writes_into_an_empty_directory_only(demo, tmp_path):
 # --- on an auditor's machine -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_bundle_the_api_made_verifies_in_a_fresh_venv_with_only_cryptography(operator, approver, compliance,
                                                                                 tmp_path):

@@ -480,6 +480,7 @@ def test_jsonl_helper_round_trips():
     assert jsonl([{"a": 1}]) == b'{"a": 1}\n'
 
 
+@pytest.mark.slow
 def test_the_verifier_runs_in_a_fresh_venv_with_only_cryptography(tmp_path, ledger):
     import re
     import subprocess

@@ -31,6 +31,7 @@ def _python(code: str, env: dict, tmp_path) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unset, warning", [
     ("WARRANT_MODEL_ALLOWED_HOSTS", "governance.W002"),  # model servers may be anywhere
     ("WARRANT_TOOL_ALLOWED_HOSTS", "governance.W003"),  # tool services may be anywhere
@@ -45,6 +46,7 @@ def test_check_deploy_warns_about_each_production_setting_left_out(unset, warnin
     assert done.returncode != 0 and warning in done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_manage_py_check_deploy_is_clean_with_production_settings(tmp_path):
     done = _python("import sys; from django.core.management import execute_from_command_line; "
                    "execute_from_command_line(['manage.py', 'check', '--deploy', '--fail-level', 'WARNING'])",
@@ -53,6 +55,7 @@ def test_manage_py_check_deploy_is_clean_with_production_settings(tmp_path):
     assert "System check identified no issues (0 silenced)." in done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("missing", ["DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS"])
 def test_production_settings_refuse_to_start_without_a_secret_key_or_allowed_hosts(missing, tmp_path):
     env = {k: v for k, v in PRODUCTION.items() if k != missing}
@@ -76,6 +79,7 @@ print(json.dumps({'plain': [plain.status_code, plain.get('Location')], 'health':
 """
 
 
+@pytest.mark.slow
 def test_production_redirects_plain_http_and_sends_hsts_csp_and_framing_headers(tmp_path):
     import json
 

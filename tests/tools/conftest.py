@@ -1,5 +1,6 @@
 """Real tool sources for the tests: MCP servers from PyPI and npm, started here on loopback."""
 
+import fcntl
 import json
 import os
 import shutil
@@ -71,14 +72,18 @@ def everything_server() -> Path:
     """@modelcontextprotocol/server-everything, installed from tests/tools/npm into var/ (once)."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.skip("Node.js (node and npm) is not installed: the npm MCP server cannot run")
-    if not EVERYTHING.exists():
-        NPM_DIR.mkdir(parents=True, exist_ok=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(ROOT / "tests" / "tools" / "npm" / name, NPM_DIR / name)
-        done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=NPM_DIR,
-                              capture_output=True, text=True, timeout=300)
-        if done.returncode != 0 or not EVERYTHING.exists():
-            pytest.skip(f"npm could not install the everything server: {done.stderr[-300:]}")
+    NPM_DIR.parent.mkdir(parents=True, exist_ok=True)
+    # Parallel test processes (pytest-xdist) share var/: one installs while the others wait for it.
+    with open(NPM_DIR.parent / "test-mcp-npm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not EVERYTHING.exists():
+            NPM_DIR.mkdir(exist_ok=True)
+            for name in ("package.json", "package-lock.json"):
+                shutil.copy(ROOT / "tests" / "tools" / "npm" / name, NPM_DIR / name)
+            done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=NPM_DIR,
+                                  capture_output=True, text=True, timeout=300)
+            if done.returncode != 0 or not EVERYTHING.exists():
+                pytest.skip(f"npm could not install the everything server: {done.stderr[-300:]}")
     return EVERYTHING
 
 
