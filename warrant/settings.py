@@ -294,6 +294,8 @@ WARRANT = {
     "MAX_DELIVERIES": int(os.environ.get("WARRANT_MAX_DELIVERIES", "5")),
     # A run queued this long without being claimed is assumed to have lost its message.
     "QUEUED_GRACE_SECONDS": int(os.environ.get("WARRANT_QUEUED_GRACE_SECONDS", "60")),
+    # Without a broker (no beat), how often the web process runs the reconciler (runs.ticker); 0: never.
+    "EMBEDDED_RECONCILE_SECONDS": float(os.environ.get("WARRANT_EMBEDDED_RECONCILE_SECONDS", "5")),
     "DEFAULT_APPROVAL_TTL_SECONDS": int(os.environ.get("WARRANT_APPROVAL_TTL_SECONDS", str(72 * 3600))),
     "TOOL_RESULT_MAX_CHARS": int(os.environ.get("WARRANT_TOOL_RESULT_MAX_CHARS", "20000")),
     # How much of one tool result the model is shown (fenced as data); the rest is cut, and says so.
