@@ -9,19 +9,25 @@ from django.contrib.auth.models import Group
 
 from agents.models import Agent, Tool
 from governance import engine
-from governance.approval_rule import approval_needed
-from governance.screening import screen
+from governance.gate import NeedsApproval, Refused, RunFacts, gate
+from governance.screening import screen, screen_known
 from governance.selectors import granted_tool_names, policy_specs
+from governance.taint import opening_taint, reason
+from skills.matcher import match_skills
+from skills.models import Skill
 
 MAX_EVALUATE_INPUT_CHARS = 20_000  # the same limit as a run's input
+NO_POLICY = {"policy_id": None, "policy": None, "version": None, "type": None, "matched": []}
 
 
 def policy_evaluate(*, agent: Agent | None, role: str | None, text: str) -> dict:
     """What the pure engine decides for `text`, as a run started now would see it; starts nothing.
 
     Without an agent only the policies scoped to every agent apply and every enabled tool is a
-    candidate; without a role no grant filter is applied. Raises PolicyEvaluationError when a
-    policy that applies cannot be evaluated (a run would fail closed on it).
+    candidate; without a role no grant filter is applied. Each tool's approval is the harness's
+    own gate (governance.gate) over what a run would hold after its start: the same taint, the
+    same active skill. Raises PolicyEvaluationError when a policy that applies cannot be
+    evaluated (a run would fail closed on it).
     """
     slug = agent.slug if agent else ""
     specs = policy_specs(agent_slug=agent.slug if agent else None)
@@ -32,38 +38,27 @@ def policy_evaluate(*, agent: Agent | None, role: str | None, text: str) -> dict
     guard = engine.intent_guard(specs, agent=slug, text=text)
     playbooks = engine.input_decisions(specs, agent=slug, text=text, type_="playbook")
     formatters = engine.input_decisions(specs, agent=slug, text=text, type_="output_formatter")
-    tainted = screen(text)
 
     version = agent.current_version if agent else None
-    names = version.spec["tools"] if version else list(Tool.objects.values_list("name", flat=True))
-    if role is not None:
-        granted = granted_tool_names(role_names=[role])
-        names = [n for n in names if n in granted]
-    taint_role = settings.WARRANT.get("TAINT_APPROVER_ROLE", "")
-    taint_role = taint_role if Group.objects.filter(name=taint_role).exists() else ""
-    rows = list(Tool.objects.select_related("approver_role", "tool_source")
-                .filter(name__in=names, enabled=True, held=False).order_by("name"))
-    must = ["the input is tainted: " + ", ".join(tainted)] if tainted else []
-    # As in the harness: an untrusted source's descriptions, shown to the model, taint from the start.
-    must += [f"description of tool {t.name}: untrusted source" for t in rows
-             if t.source in (Tool.Source.MCP, Tool.Source.OPENAPI) and not t.output_trusted]
+    snapshot = _snapshot(slug, version.spec["tools"] if version else None, role)
+    facts = _facts(snapshot, specs, text)
     tools = []
-    for tool in rows:
+    for name in sorted(snapshot["granted_tools"]):
+        tool = snapshot["tools"][name]
         guides = [
             decision.explain() | {"content": spec.content}
-            for spec, decision in engine.tool_guides(specs, agent=slug, tool=tool.name)
+            for spec, decision in engine.tool_guides(specs, agent=slug, tool=name)
         ]
-        # The harness's own rule (governance.approval_rule), so the dry run says what a run would do.
-        needed = approval_needed(tool_name=tool.name, tool=tool.spec(), must_approve=must, taint_approver_role=taint_role,
-                                 found=engine.tool_approval(specs, agent=slug, tool=tool.name, text=text))
+        verdict = gate({"name": name, "arguments": None}, snapshot, facts)
         approval = None
-        if needed is not None:
-            approval = (needed.policy or {"policy_id": None, "policy": None, "version": None, "type": None, "matched": []}) | {
-                "approver_role": needed.approver_role, "reason": "; ".join(needed.reasons)}
-        tools.append({"name": tool.name, "side_effect": tool.side_effect, "guides": guides,
+        if isinstance(verdict, NeedsApproval):
+            approval = (verdict.policy or NO_POLICY) | {"approver_role": verdict.approver_role,
+                                                        "reason": "; ".join(verdict.reasons)}
+        tools.append({"name": name, "side_effect": tool["side_effect"], "guides": guides,
                       "needs_approval": approval is not None, "approval": approval,
+                      "refused": {"code": verdict.code, "reason": verdict.reason} if isinstance(verdict, Refused) else None,
                       # Reading its result taints the run, so any side-effect call after it waits for a human.
-                      "result_taints_run": not tool.output_trusted})
+                      "result_taints_run": not tool["trusted"]})
 
     return {
         "agent": {"slug": agent.slug, "version": version.version} if agent else None,
@@ -71,11 +66,40 @@ def policy_evaluate(*, agent: Agent | None, role: str | None, text: str) -> dict
         "policy_snapshot_sha256": engine.snapshot_sha256(specs),
         "blocked": guard is not None,
         "intent_guard": guard[1].explain() | {"response": guard[0].response} if guard else None,
-        "tainted": tainted,
+        "tainted": screen(text),
         "playbooks": [decision.explain() | {"content": spec.content} for spec, decision in playbooks],
         "output_formatter": formatters[0][1].explain() | {"content": formatters[0][0].content} if formatters else None,
         "tools": tools,
     }
+
+
+def _snapshot(slug: str, agent_tools: list[str] | None, role: str | None) -> dict:
+    """The governance a run started now would freeze (runs.freeze), in its shape: the agent's
+    tools (every enabled one without an agent), those granted to `role` (all, without one)."""
+    names = agent_tools if agent_tools is not None else list(Tool.objects.values_list("name", flat=True))
+    rows = Tool.objects.select_related("approver_role", "tool_source").filter(name__in=names, enabled=True, held=False)
+    tools = {t.name: t.spec() for t in rows}
+    granted = granted_tool_names(role_names=[role]) if role is not None else set(tools)
+    taint_role = settings.WARRANT.get("TAINT_APPROVER_ROLE", "")
+    return {
+        "agent": {"slug": slug, "tools": names},
+        "tools": tools,
+        "granted_tools": sorted(granted & set(tools)),
+        "skills": [s.spec() for s in Skill.objects.filter(status=Skill.Status.ACTIVE)],
+        "taint_approver_role": taint_role if Group.objects.filter(name=taint_role).exists() else "",
+        "limits": {"max_approval_requests": settings.WARRANT["MAX_APPROVAL_REQUESTS_PER_RUN"]},
+    }
+
+
+def _facts(snapshot: dict, specs: list, text: str) -> RunFacts:
+    """The run as its first model call would find it: tainted by its start, its skill active."""
+    reasons = [reason(origin, patterns) for origin, patterns in opening_taint(snapshot, text)]
+    matched = match_skills(snapshot["skills"], text)
+    active = [matched[0]["name"]] if matched else []
+    if matched and (patterns := screen_known(matched[0].get("body", ""))):
+        reasons.append(reason(f"skill {active[0]}", patterns))
+    return RunFacts(input_text=text, policies=specs, tainted=bool(reasons), taint_reasons=reasons,
+                    active_skills=active)
 
 
 def hidden_tools(*, agent: Agent | None, role: str | None, shown: list[str]) -> list[dict]:

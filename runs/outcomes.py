@@ -1,0 +1,62 @@
+"""What one step of the agent loop takes besides the state (its dependencies) and what it ends in."""
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from agents.backends.base import ModelRequest, ModelResponse
+from runs.states import ErrorCode, RunStatus
+
+
+@dataclass(frozen=True)
+class Deps:
+    complete: Callable[[ModelRequest], ModelResponse]
+    execute: Callable[..., dict]  # (call, *, side_effect, approval_id) -> envelope
+    granted_now: Callable[[], set[str]]
+    now: Callable[[], float] = time.time
+    # Kinds of secret found in a call's arguments (API keys, card numbers); see governance.redaction.
+    leaks: Callable[[dict], list[str]] = lambda arguments: []
+
+
+@dataclass(frozen=True)
+class Continue:
+    pass
+
+
+@dataclass(frozen=True)
+class Park:
+    call_id: str
+    step: int
+    tool: str
+    arguments: dict
+    arguments_sha256: str
+    approver_role: str
+    ttl_seconds: int | None
+    policy: dict | None
+    reasons: list[str]
+    rationale: str
+    # For each argument: whether its value appeared in untrusted text, where, and what is wrong
+    # with its addresses and URLs (runs.provenance). Computed here, once, for the approver's card.
+    provenance: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Finish:
+    status: RunStatus
+    output: str = ""
+    stop_reason: str = ""
+    error: str = ""
+    message: str = ""
+
+
+@dataclass
+class StepResult:
+    state: dict  # the new state as stored: RunState.to_json()
+    outcome: Continue | Park | Finish
+    events: list[tuple[str, dict]] = field(default_factory=list)
+
+
+def unusable_twice(problem: str) -> Finish:
+    """A model turn that could not be used, right after another: the run fails."""
+    return Finish(RunStatus.FAILED, error=ErrorCode.INVALID_OUTPUT,
+                  message=f"the model's reply was unusable twice in a row: {problem}")

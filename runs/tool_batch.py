@@ -1,0 +1,156 @@
+"""The tool-call half of a step: run the last model turn's calls in order, each through the gate.
+
+A call the gate refuses gets an error envelope the model reads; one that needs a human parks the
+run (or, decided, runs or is denied); one it allows runs. The batch ends when its calls are done,
+the tool budget is spent, or a call parks.
+"""
+
+import hashlib
+import json
+
+from agents.tools.envelopes import error as error_envelope
+from governance.gate import NeedsApproval, Refused, RunFacts, gate
+from governance.screening import screen, screen_known, screen_value
+from governance.taint import UNTRUSTED
+from runs import context, provenance
+from runs.outcomes import Continue, Deps, Finish, Park, unusable_twice
+from runs.state import RunState
+from runs.states import RunStatus, StopReason
+
+# Refusals that mean the model got the call itself wrong, not that it was not allowed.
+MALFORMED_CALL = ("unknown_tool", "invalid_arguments")
+
+
+def canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def call_digest(*, run_id: str, step: int, tool: str, arguments: dict) -> str:
+    """What an approval is bound to: this run, this step, this tool, exactly these arguments."""
+    return hashlib.sha256(canonical([run_id, step, tool, arguments]).encode()).hexdigest()
+
+
+def decision_key(call_id: str, digest: str) -> str:
+    """One approval covers one call: two identical calls in a batch are two requests."""
+    return f"{call_id}:{digest}"
+
+
+def run_tools(state: RunState, snapshot: dict, deps: Deps, events: list, *, run_id: str,
+              decisions: dict) -> Continue | Park | Finish:
+    tools = snapshot["tools"]
+    while state.pending:
+        call = state.pending[0]
+        if call["name"] == context.LOAD_SKILL:
+            _record(state, events, call, _load_skill(state, events, snapshot, call), count=False)
+            continue
+        if state.tool_calls >= snapshot["agent"]["max_tool_calls"]:
+            return Finish(RunStatus.STOPPED, stop_reason=StopReason.TOOL_BUDGET)
+        digest = call_digest(run_id=run_id, step=call["step"], tool=call["name"], arguments=call["arguments"])
+        decision = decisions.get(decision_key(call["id"], digest)) if decisions else None
+        verdict = gate(call, snapshot, _facts(state, snapshot, deps, decisions, asked=decision is not None))
+        if isinstance(verdict, Refused):
+            if _refuse(state, events, call, verdict):
+                return unusable_twice(verdict.reason)
+            continue
+        approval_id = None
+        if isinstance(verdict, NeedsApproval):
+            if decision is None or decision["status"] == "pending":
+                return _park(state, snapshot, call, digest, verdict)
+            if decision["status"] != "approved":
+                _deny(state, events, call, decision)
+                continue
+            approval_id = decision["id"]
+        started = deps.now()
+        envelope = deps.execute(call, side_effect=tools[call["name"]]["side_effect"], approval_id=approval_id)
+        _record(state, events, call, envelope, duration_ms=int((deps.now() - started) * 1000),
+                approval_id=approval_id, trusted=bool(tools[call["name"]].get("trusted", False)))
+        if (taint := _read_untrusted(state, call, tools[call["name"]], envelope)) is not None:
+            events.append(("tainted", taint))
+    return Continue()
+
+
+def _facts(state: RunState, snapshot: dict, deps: Deps, decisions: dict, *, asked: bool) -> RunFacts:
+    return RunFacts(
+        input_text=state.input_text, policies=context.policies(snapshot), tainted=state.tainted,
+        taint_reasons=state.taint_reasons, active_skills=state.active_skills, granted_now=deps.granted_now,
+        approval_requests=len(decisions), asked=asked, leaks=deps.leaks, spoofed=provenance.flags,
+    )
+
+
+def _refuse(state: RunState, events: list, call: dict, refused: Refused) -> bool:
+    """Answer a refused call with its error envelope. True when the run fails: a malformed call
+    in the turn right after another unusable one."""
+    details = {"path": refused.path} if refused.path is not None else {}
+    envelope = error_envelope(refused.code, refused.reason, **details)
+    events.append(("tool_refused", {"call_id": call["id"], "tool": call["name"], "code": refused.code,
+                                    "reason": refused.reason}))
+    _record(state, events, call, envelope)
+    # A refused call needs no reminder: its error envelope is the model's feedback.
+    return refused.code in MALFORMED_CALL and state.malformed_turn != call["step"] and state.malformed(call["step"])
+
+
+def _park(state: RunState, snapshot: dict, call: dict, digest: str, needed: NeedsApproval) -> Park:
+    if needed.policy:
+        state.fired.append(needed.policy)
+    state.parks += 1
+    # Kept in the state as read (the trace is redacted): the approver's card shows it.
+    found = provenance.arguments_provenance(call["arguments"], provenance.untrusted_texts(state.to_json(), snapshot))
+    state.provenance[call["id"]] = found
+    return Park(call_id=call["id"], step=call["step"], tool=call["name"], arguments=call["arguments"],
+                arguments_sha256=digest, approver_role=needed.approver_role, ttl_seconds=needed.ttl_seconds,
+                policy=needed.policy, reasons=needed.reasons, rationale=state.rationale, provenance=found)
+
+
+def _deny(state: RunState, events: list, call: dict, decision: dict) -> None:
+    # An expired request counts as denied (the code says so); `decision` says which it was.
+    envelope = error_envelope("denied", f"the call to {call['name']} was {decision['status']}; it did not run",
+                              decision=decision["status"], reason=decision.get("reason", ""), approval_id=decision["id"])
+    _record(state, events, call, envelope, approval_id=decision["id"])
+    # The approver's words reach the model: they are screened like any other text.
+    if taint := state.taint("approval comment", screen(decision.get("reason", ""), data=True)):
+        events.append(("tainted", taint))
+
+
+def _read_untrusted(state: RunState, call: dict, tool: dict, envelope: dict) -> dict | None:
+    """Taint by provenance: what an untrusted tool said taints the run, whatever its words; the
+    screen's findings say what else it looked like. A trusted tool taints only when screened."""
+    found = screen_value(envelope, data=True)
+    # A snapshot frozen before trust marks existed has no "trusted": untrusted, so it fails closed.
+    if not tool.get("trusted", False):
+        state.untrusted_calls.append(call["id"])
+        found = [UNTRUSTED] + found
+    return state.taint(f"result of {call['name']}", found)
+
+
+def _record(state: RunState, events: list, call: dict, envelope: dict, *, duration_ms: int = 0,
+            approval_id: str | None = None, count: bool = True, trusted: bool | None = None) -> None:
+    state.pending.pop(0)
+    if count:
+        state.tool_calls += 1
+    entry = {"name": call["name"], "ok": envelope["ok"], "code": envelope.get("code", ""),
+             "duration_ms": duration_ms, "approval_id": approval_id}
+    state.tool_log.append(entry)
+    extra = {} if trusted is None else {"source_trusted": trusted}  # the mark it was read under, in the signed trace
+    events.append(("tool_call", entry | {"call_id": call["id"], "arguments": call["arguments"], "result": envelope}
+                   | extra))
+    state.messages.append({"role": "tool", "tool_call_id": call["id"], "name": call["name"],
+                           "content": canonical(envelope)})
+
+
+def activate_skill(state: RunState, events: list, name: str, *, why: dict, body: str = "") -> None:
+    if name not in state.active_skills:
+        state.active_skills.append(name)
+        events.append(("skill_activated", {"skill": name} | why))
+        # Skills are imported text: their steps name tools (normal), but overrides, role changes
+        # or hidden text in a body are injected instructions like any other.
+        if (taint := state.taint(f"skill {name}", screen_known(body))) is not None:
+            events.append(("tainted", taint))
+
+
+def _load_skill(state: RunState, events: list, snapshot: dict, call: dict) -> dict:
+    name = call["arguments"].get("name") if isinstance(call["arguments"], dict) else None
+    skill = next((s for s in snapshot.get("skills", []) if s["name"] == name), None)
+    if skill is None:
+        return error_envelope("not_found", f"there is no skill named {name!r}")
+    activate_skill(state, events, name, why={"loaded_by": "model"}, body=skill["body"])
+    return {"ok": True, "data": {"name": name, "body": skill["body"]}}
