@@ -78,7 +78,7 @@ class CeleryProcess:
 
     def start(self) -> "CeleryProcess":
         handle = open(self.log, "wb")  # a fresh log: readiness must not be read off an earlier process
-        self.process = subprocess.Popen([CELERY, "-A", "governance", *self.args], cwd=ROOT, env=self.env,
+        self.process = subprocess.Popen([CELERY, "-A", "warrant", *self.args], cwd=ROOT, env=self.env,
                                         stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
         return self
 
