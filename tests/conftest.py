@@ -3,6 +3,7 @@ tests/factories.py for tests that need no demo, and the replaying agent."""
 
 import os
 from dataclasses import dataclass
+from functools import cached_property
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -96,15 +97,22 @@ def second_operator(demo):
 
 @dataclass
 class Persona:
-    """A user, with an API client and a signed-in browser session as that user."""
+    """A user, with an API client and a signed-in test-client session as that user (each made on
+    first use: signing in writes a session row)."""
 
     user: object
-    api: APIClient
-    browser: Client
+
+    @cached_property
+    def api(self) -> APIClient:
+        return factories.api_client(self.user)
+
+    @cached_property
+    def browser(self) -> Client:
+        return factories.browser(self.user)
 
 
 def _persona(person) -> Persona:
-    return Persona(user=person, api=factories.api_client(person), browser=factories.browser(person))
+    return Persona(user=person)
 
 
 @pytest.fixture

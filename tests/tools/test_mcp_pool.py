@@ -7,7 +7,6 @@ import threading
 import time
 
 import pytest
-from django.contrib.auth.models import Group
 
 from agents import sources
 from agents.models import Tool
@@ -15,6 +14,7 @@ from agents.tools import mcp_pool
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
 from governance.services import grant_create
+from tests import factories
 from tests.tools.conftest import child_processes, time_server_command
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +26,7 @@ def _ready(name: str) -> dict:
     tool = Tool.objects.get(name=name)
     tool.enabled = True
     tool.save()
-    grant_create(role=Group.objects.get(name="operators"), tool=tool)
+    grant_create(role=factories.role(factories.CALLER_ROLE), tool=tool)
     return tool.spec() | {"handler": tool.handler, "timeout_seconds": tool.timeout_seconds}
 
 
@@ -40,7 +40,7 @@ def _now(tool: dict, zone: str = "Asia/Tokyo") -> dict:
     return dispatch(tool=tool, arguments={"timezone": zone}, ctx=CTX)
 
 
-def test_calls_share_one_server_process(demo):
+def test_calls_share_one_server_process(db):
     _, tool = _clock()
     before = set(child_processes())
     assert _now(tool)["data"]["timezone"] == "Asia/Tokyo"
@@ -52,7 +52,7 @@ def test_calls_share_one_server_process(demo):
     assert mcp_pool.pool().stats()["open"] == 1
 
 
-def test_a_server_that_died_while_idle_is_replaced_and_the_call_still_answers(demo):
+def test_a_server_that_died_while_idle_is_replaced_and_the_call_still_answers(db):
     _, tool = _clock()
     before = set(child_processes())
     assert _now(tool)["ok"]
@@ -68,7 +68,7 @@ def test_a_server_that_died_while_idle_is_replaced_and_the_call_still_answers(de
     assert replacement != server
 
 
-def test_an_idle_session_is_closed_and_its_server_stops(demo):
+def test_an_idle_session_is_closed_and_its_server_stops(db):
     _, tool = _clock()
     before = set(child_processes())
     assert _now(tool)["ok"]
@@ -79,7 +79,7 @@ def test_an_idle_session_is_closed_and_its_server_stops(demo):
     assert set(child_processes()) == before and pool.stats()["open"] == 0
 
 
-def test_a_changed_source_never_reuses_the_old_server(demo):
+def test_a_changed_source_never_reuses_the_old_server(db):
     source, tool = _clock()
     before = set(child_processes())
     assert _now(tool)["ok"]
@@ -91,7 +91,7 @@ def test_a_changed_source_never_reuses_the_old_server(demo):
     assert new != old
 
 
-def test_with_the_pool_off_every_call_has_its_own_session(demo, settings):
+def test_with_the_pool_off_every_call_has_its_own_session(db, settings):
     settings.WARRANT = settings.WARRANT | {"MCP_SESSION_IDLE_SECONDS": 0}
     _, tool = _clock()
     current = mcp_pool.existing_pool()
@@ -103,7 +103,7 @@ def test_with_the_pool_off_every_call_has_its_own_session(demo, settings):
     assert (current.stats()["opened"] if current else 0) == opened
 
 
-def test_a_call_whose_server_dies_mid_call_is_not_sent_again(demo, everything_server):
+def test_a_call_whose_server_dies_mid_call_is_not_sent_again(db, everything_server):
     source = sources.tool_source_create(values={"name": "every", "kind": "mcp_stdio",
                                                 "command": ["node", str(everything_server), "stdio"]})
     sources.tool_source_sync(source=source)
@@ -121,7 +121,7 @@ def test_a_call_whose_server_dies_mid_call_is_not_sent_again(demo, everything_se
     assert dispatch(tool=echo, arguments={"message": "again"}, ctx=CTX) == {"ok": True, "data": "Echo: again"}
 
 
-def test_a_kept_session_is_not_used_once_its_program_is_no_longer_allowed(demo, settings):
+def test_a_kept_session_is_not_used_once_its_program_is_no_longer_allowed(db, settings):
     # Issue 24, finding 1: the rules are read at every call, before any session, kept ones included.
     _, tool = _clock()
     assert _now(tool)["ok"]

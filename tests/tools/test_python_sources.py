@@ -16,6 +16,7 @@ from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
 from governance.services import grant_create
 from tests.factories import carry
+from tests import factories
 from tests.tools import pyfuncs
 from tests.tools.conftest import run_script, shown, tool_events
 
@@ -32,7 +33,7 @@ def _spec(name: str) -> dict:
 def _enable(name: str, **fields) -> Tool:
     Tool.objects.filter(name=name).update(enabled=True, **fields)
     tool = Tool.objects.get(name=name)
-    grant_create(role=Group.objects.get(name="operators"), tool=tool)
+    grant_create(role=factories.role(factories.CALLER_ROLE), tool=tool)
     return tool
 
 
@@ -59,7 +60,7 @@ def test_a_function_without_hints_is_refused_with_the_reason():
         pytools.functions_at("tests.tools.no_such_module")
 
 
-def test_the_management_command_registers_a_module_disabled_and_ungranted(demo, capsys):
+def test_the_management_command_registers_a_module_disabled_and_ungranted(db, capsys):
     call_command("register_python_tools", "py", "tests.tools.pyfuncs", "--timeout", "3")
     out = capsys.readouterr().out
     assert "created   py__add" in out and "disabled and granted to no role" in out
@@ -73,7 +74,7 @@ def test_the_management_command_registers_a_module_disabled_and_ungranted(demo, 
         call_command("register_python_tools", "broken", "tests.tools.nothing_here")
 
 
-def test_a_python_tool_is_called_with_keywords_and_receives_its_context(demo):
+def test_a_python_tool_is_called_with_keywords_and_receives_its_context(db):
     call_command("register_python_tools", "py", "tests.tools.pyfuncs")
     _enable("py__greet")
     assert dispatch(tool=_spec("py__greet"), arguments={"name": "Ada"}, ctx=CTX) == {
@@ -84,7 +85,7 @@ def test_a_python_tool_is_called_with_keywords_and_receives_its_context(demo):
     assert unknown["code"] == "invalid_arguments"
 
 
-def test_a_hung_python_tool_is_stopped_at_its_deadline(demo):
+def test_a_hung_python_tool_is_stopped_at_its_deadline(db):
     call_command("register_python_tools", "py", "tests.tools.pyfuncs")
     _enable("py__nap", timeout_seconds=0.5)
     pyfuncs.SLEEPING.clear()
@@ -129,7 +130,7 @@ def test_a_python_tool_goes_through_the_same_gate_in_a_run(replay_agent):
     assert tool_events(run)[0]["result"] == {"ok": True, "data": 42}
 
 
-def test_a_changed_signature_is_held_until_re_approved(demo):
+def test_a_changed_signature_is_held_until_re_approved(db):
     source = sources.tool_source_create(values={"name": "py", "kind": "python", "path": "tests.tools.pyfuncs.add"})
     sources.tool_source_sync(source=source)
     _enable("py__add")
@@ -142,7 +143,7 @@ def test_a_changed_signature_is_held_until_re_approved(demo):
     assert dispatch(tool=_spec("py__add"), arguments={"a": 1}, ctx=CTX) == {"ok": True, "data": 3}
 
 
-def test_a_function_gone_from_its_module_is_held_as_removed(demo):
+def test_a_function_gone_from_its_module_is_held_as_removed(db):
     source = sources.tool_source_create(values={"name": "py", "kind": "python", "path": "tests.tools.pyfuncs"})
     sources.tool_source_sync(source=source)
     sources.tool_source_update(source=source, values={"path": "tests.tools.pyfuncs.add"})
@@ -155,14 +156,14 @@ def test_a_function_gone_from_its_module_is_held_as_removed(demo):
         sources.tool_change_approve(tool=greet)
 
 
-def test_a_deployment_may_restrict_which_programs_stdio_sources_start(demo, settings):
+def test_a_deployment_may_restrict_which_programs_stdio_sources_start(db, settings):
     settings.WARRANT = settings.WARRANT | {"MCP_STDIO_COMMANDS": ["mcp-server-time"]}
     with pytest.raises(sources.ValidationError, match="not among the programs"):
         sources.tool_source_create(values={"name": "sh", "kind": "mcp_stdio", "command": ["/bin/sh", "-c", "id"]})
     assert sources.tool_source_create(values={"name": "clock", "kind": "mcp_stdio", "command": ["mcp-server-time"]})
 
 
-def test_a_deployment_may_restrict_which_modules_python_sources_import(demo, settings):
+def test_a_deployment_may_restrict_which_modules_python_sources_import(db, settings):
     settings.WARRANT = settings.WARRANT | {"PYTHON_TOOL_MODULES": ["tests.tools"]}
     with pytest.raises(sources.ValidationError, match="outside the modules"):
         sources.tool_source_create(values={"name": "os", "kind": "python", "path": "os.path"})
