@@ -146,7 +146,10 @@ def _text_files():
             path = Path(directory) / name
             if path == Path(__file__).resolve():  # this file's examples are broken on purpose
                 continue
-            data = path.read_bytes()
+            try:
+                data = path.read_bytes()
+            except OSError:  # removed while we walked (another process's temporary file)
+                continue
             if b"\0" in data[:8192]:
                 continue
             yield path, data.decode("utf-8", errors="replace")
