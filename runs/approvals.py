@@ -111,13 +111,11 @@ def _approval_close(run: Run, approval: ApprovalRequest, status: str, *, now, us
         run_note(run, decided)
 
 
-def approval_expire_due(*, run_id=None) -> int:
-    """Close every pending request past its deadline (of one run, if given) as expired, and
-    resume its run. The reconciler's work (runs.reconcile), never a read's."""
+def approval_expire_due() -> int:
+    """Close every pending request past its deadline as expired, and resume its run. The
+    reconciler's work (runs.reconcile), never a read's."""
     count = 0
     due = ApprovalRequest.objects.filter(status="pending", expires_at__lte=timezone.now())
-    if run_id is not None:
-        due = due.filter(run_id=run_id)
     for approval_id in due.values_list("id", flat=True):
         with transaction.atomic():
             locked = _lock_approval(approval_id)

@@ -24,7 +24,6 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import IntegrityError, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from core.api_errors import Conflict
@@ -52,11 +51,13 @@ def _write(run: Run, *, status: str | None = None, expect: dict | None = None, f
     if status is not None and status != run.status:
         check_transition(run.status, status)
         values |= {"status": status, "status_changed_at": timezone.now()}
-    if events:
-        values["event_seq"] = F("event_seq") + len(events)
     expect = expect or {}
-    while not Run.objects.filter(id=run.id, status=run.status, event_seq=run.event_seq,
-                                 cancel_requested=run.cancel_requested, **expect).update(**values):
+    while True:
+        if events:  # the condition holds event_seq to what we know: the new value is ours to say
+            values["event_seq"] = run.event_seq + len(events)
+        if Run.objects.filter(id=run.id, status=run.status, event_seq=run.event_seq,
+                              cancel_requested=run.cancel_requested, **expect).update(**values):
+            break
         if not follow:
             return False
         seen = (Run.objects.select_for_update().filter(id=run.id).annotate(trace_head_hash=head_hash_subquery())
@@ -67,9 +68,7 @@ def _write(run: Run, *, status: str | None = None, expect: dict | None = None, f
         remember_head(run, seen["trace_head_hash"])
     first_seq = run.event_seq + 1
     for name, value in values.items():
-        if name != "event_seq":
-            setattr(run, name, value)
-    run.event_seq += len(events)
+        setattr(run, name, value)
     if events:
         run.written_head = write_events(run, first_seq, list(events))
     return True

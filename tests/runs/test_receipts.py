@@ -95,7 +95,7 @@ def test_approvals_are_sealed_with_decider_how_they_logged_in_and_reason(demo):
 def test_a_run_that_never_parked_seals_no_approvals_by_asking_the_database(demo):
     receipt = _finished_runs(1)[0]
     run = Run.objects.get(id=receipt.run_id)
-    assert run.state.get("parks", 0) == 0 and json.loads(receipt.body)["approvals"] == []
+    assert run.state["parks"] == 0 and json.loads(receipt.body)["approvals"] == []
 
 
 def test_the_orm_refuses_to_change_evidence(demo):
