@@ -1,4 +1,4 @@
-"""The orchestrator's tables. Status is written only by runs.services; receipts only by runs.receipts."""
+"""The orchestrator's tables. A run's status is written only by runs.lifecycle; receipts only by runs.receipts."""
 
 import uuid
 
@@ -18,8 +18,6 @@ class Run(models.Model):
     agent_version = models.ForeignKey(AgentVersion, on_delete=models.PROTECT, related_name="runs")
     caller = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
     caller_roles = models.JSONField(default=list)
-    idempotency_key = models.CharField(max_length=128, null=True, blank=True)
-    request_sha256 = models.CharField(max_length=64, blank=True, help_text="Digest of (agent, input) for key reuse checks.")
     input = models.TextField()
     output = models.TextField(blank=True)
     status = models.CharField(max_length=24, choices=[(s.value, s.value) for s in RunStatus], default=RunStatus.QUEUED)
@@ -53,13 +51,6 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["caller", "idempotency_key"],
-                condition=models.Q(idempotency_key__isnull=False),
-                name="run_idempotency_key_unique_per_caller",
-            )
-        ]
         indexes = [
             models.Index(fields=["status", "lease_expires_at"]),
             models.Index(fields=["status", "status_changed_at"]),
