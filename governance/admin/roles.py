@@ -51,6 +51,10 @@ def role_overview_rows() -> tuple[list[dict], list[dict]]:
     return rows, matrix
 
 
+# Roles are edited here only (Django's own group admin goes), so every deletion meets the same rules.
+admin.site.unregister(Group)
+
+
 class RoleForm(forms.ModelForm):
     def clean_name(self):
         name = self.cleaned_data["name"]

@@ -61,3 +61,9 @@ def test_a_role_name_outside_the_rule_is_refused_by_the_service_and_the_workbenc
     assert not Group.objects.filter(name__in=["two  spaces", "semi;colon"]).exists()
     assert _workbench().post("/admin/governance/role/add/", {"name": "night shift"} | no_grants).status_code == 302
     assert Group.objects.filter(name="night shift").exists()
+
+
+def test_roles_have_one_admin_page_so_no_delete_passes_around_the_rules(demo):
+    client = _workbench()
+    assert client.get("/admin/auth/group/").status_code == 404
+    assert client.get("/admin/governance/role/").status_code == 200
