@@ -6,14 +6,13 @@ request: the order every writer of both follows.
 """
 
 from django.db import transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import Subquery
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from core.access import access_of
 from core.api_errors import Conflict, DomainError, Forbidden, NotFound
 from governance.roles import account_set_up_by
-from runs.events import head_hash_subquery, remember_head
 from runs.lifecycle import run_note, run_requeue
 from runs.models import ApprovalRequest, Run, RunEvent
 from runs.states import RunStatus
@@ -31,19 +30,13 @@ def _callers_recorded(run: Run) -> set[str]:
     receipt's trace) name them: a caller_id rewritten in the database does not make the caller
     a stranger to their own run."""
     if hasattr(run, "snapshot_caller"):  # read with the run by _lock_approval
-        names = {run.snapshot_caller, run.created_caller}
+        names = {run.snapshot_caller}
     else:
         names = {(run.snapshot or {}).get("caller", {}).get("username")}
-        data = RunEvent.objects.filter(run_id=run.pk, kind="run_created").values_list("data", flat=True).first()
-        if isinstance(data, dict) and isinstance(data.get("caller"), dict):
-            names.add(data["caller"].get("username"))
+    data = RunEvent.objects.filter(run_id=run.pk, kind="run_created").values_list("data", flat=True).first()
+    if isinstance(data, dict) and isinstance(data.get("caller"), dict):
+        names.add(data["caller"].get("username"))
     return {name for name in names if isinstance(name, str) and name}
-
-
-def _created_caller() -> Subquery:
-    """The caller's username as the run's first event names it, for the read that locks the run."""
-    return Subquery(RunEvent.objects.filter(run_id=OuterRef("pk"), kind="run_created")
-                    .annotate(username=KT("data__caller__username")).values("username")[:1])
 
 
 def check_approval_decide(*, approval: ApprovalRequest, user) -> None:
@@ -61,17 +54,13 @@ def check_approval_decide(*, approval: ApprovalRequest, user) -> None:
 
 def _lock_approval(approval_id) -> tuple[Run, ApprovalRequest] | None:
     """Lock the run, then its approval request."""
-    # A decision needs neither the run's frozen snapshot nor its state, only the callers the
-    # snapshot and the first event name and the trace's head: read with the run, in the
-    # statement that locks it.
+    # A decision needs neither the run's frozen snapshot nor its state, only the caller the
+    # snapshot names: read with the run, in the statement that locks it.
     run = (Run.objects.select_for_update().defer("snapshot", "state")
            .filter(id=Subquery(ApprovalRequest.objects.filter(id=approval_id).values("run_id")[:1]))
-           .annotate(trace_head_hash=head_hash_subquery(), snapshot_caller=KT("snapshot__caller__username"),
-                     created_caller=_created_caller())
-           .first())
+           .annotate(snapshot_caller=KT("snapshot__caller__username")).first())
     if run is None:
         return None
-    remember_head(run, run.trace_head_hash)
     approval = ApprovalRequest.objects.select_for_update().select_related("approver_role").get(id=approval_id)
     approval.run = run
     return run, approval

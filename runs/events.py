@@ -9,24 +9,12 @@ from functools import partial
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import OuterRef, Subquery
 
 from governance import redaction
 from runs.models import Run, RunEvent
 from runs.trace import GENESIS, chain_event
 
 Event = tuple[int, str, dict]  # (step, kind, data)
-
-
-def head_hash_subquery() -> Subquery:
-    """The hash of the run's last event, for a read of the run that also needs its trace's head
-    (annotate the queryset with it): one statement instead of two."""
-    return Subquery(RunEvent.objects.filter(run_id=OuterRef("pk"), seq=OuterRef("event_seq")).values("hash")[:1])
-
-
-def remember_head(run: Run, head_hash: str | None) -> None:
-    """Record what a read annotated with head_hash_subquery found, for the next write."""
-    run.trace_head = (run.event_seq, head_hash or GENESIS)
 
 
 def write_events(run: Run, first_seq: int, events: list[Event]) -> tuple[int, str]:
@@ -52,7 +40,10 @@ def write_events(run: Run, first_seq: int, events: list[Event]) -> tuple[int, st
 
 def _head_at(run: Run, seq: int) -> str:
     """The hash of the run's event #seq, the link the next event chains to. This process's last
-    committed write of the run knows it, or the read that locked the run (remember_head)."""
+    committed write of the run knows it; a writer that has just read the run under its lock
+    reads it here (a statement of its own: folded into the locking read as a subquery it cost
+    more to build than the round trip, and on PostgreSQL a subquery of a read that waited for
+    the lock sees the statement's older snapshot)."""
     if seq <= 0:
         return GENESIS
     known = getattr(run, "trace_head", None)

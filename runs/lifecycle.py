@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from core.api_errors import Conflict
 from runs import harness
-from runs.events import head_hash_subquery, remember_head, write_events
+from runs.events import write_events
 from runs.models import ApprovalRequest, Run
 from runs.queue import enqueue
 from runs.receipts import receipt_seal
@@ -60,12 +60,11 @@ def _write(run: Run, *, status: str | None = None, expect: dict | None = None, f
             break
         if not follow:
             return False
-        seen = (Run.objects.select_for_update().filter(id=run.id).annotate(trace_head_hash=head_hash_subquery())
-                .values("status", "event_seq", "cancel_requested", "trace_head_hash", *expect).first())
+        seen = (Run.objects.select_for_update().filter(id=run.id)
+                .values("status", "event_seq", "cancel_requested", *expect).first())
         if seen is None or seen["status"] != run.status or any(seen[k] != v for k, v in expect.items()):
             return False
         run.event_seq, run.cancel_requested = seen["event_seq"], seen["cancel_requested"]
-        remember_head(run, seen["trace_head_hash"])
     first_seq = run.event_seq + 1
     for name, value in values.items():
         setattr(run, name, value)
@@ -75,11 +74,8 @@ def _write(run: Run, *, status: str | None = None, expect: dict | None = None, f
 
 
 def _locked(run_id) -> Run | None:
-    """The run, read under its row lock (and its trace's head in the same statement)."""
-    run = Run.objects.select_for_update().annotate(trace_head_hash=head_hash_subquery()).filter(id=run_id).first()
-    if run is not None:
-        remember_head(run, run.trace_head_hash)
-    return run
+    """The run, read under its row lock."""
+    return Run.objects.select_for_update().filter(id=run_id).first()
 
 
 def _lease() -> timedelta:
