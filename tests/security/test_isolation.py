@@ -257,6 +257,7 @@ server.run()
 '''
 
 
+@pytest.mark.slow  # starts a stdio server process
 def test_a_stdio_server_sees_no_secret_no_database_and_no_network(demo, settings, tmp_path, monkeypatch):
     tmp_path.chmod(0o755)  # the server's user (nobody, as root) reads its script
     script = tmp_path / "probe_server.py"

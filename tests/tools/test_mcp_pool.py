@@ -17,7 +17,7 @@ from governance.services import grant_create
 from tests import factories
 from tests.tools.conftest import child_processes, time_server_command
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # each test starts MCP server processes
 
 CTX = ToolContext(run_id="test", caller="operator")
 

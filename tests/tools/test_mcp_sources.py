@@ -39,6 +39,7 @@ def _enable_and_grant(tool: Tool, role: str = "operators") -> Tool:
     return tool
 
 
+@pytest.mark.slow  # starts the time server (a Python MCP server process)
 def test_a_sync_discovers_the_time_servers_tools_disabled_and_granted_to_no_role(demo):
     source = _time_source("--local-timezone", "Europe/London")
     report = sources.tool_source_sync(source=source)
@@ -58,6 +59,7 @@ def test_a_sync_discovers_the_time_servers_tools_disabled_and_granted_to_no_role
     assert (source.last_synced_at, source.last_sync_ok, source.last_sync_error) == (again["synced_at"], True, "")
 
 
+@pytest.mark.slow
 def test_an_ungranted_mcp_tool_is_neither_listed_to_the_model_nor_callable(replay_agent):
     source = _time_source()
     sources.tool_source_sync(source=source)
@@ -80,6 +82,7 @@ def test_an_ungranted_mcp_tool_is_neither_listed_to_the_model_nor_callable(repla
     assert run.status == "succeeded"
 
 
+@pytest.mark.slow
 def test_a_disabled_mcp_tool_is_refused_at_the_gate_even_if_a_run_froze_it(demo):
     sources.tool_source_sync(source=_time_source())
     tool = Tool.objects.get(name="clock__get_current_time")
@@ -87,6 +90,7 @@ def test_a_disabled_mcp_tool_is_refused_at_the_gate_even_if_a_run_froze_it(demo)
     assert (envelope["ok"], envelope["code"]) == (False, "tool_unavailable")
 
 
+@pytest.mark.slow
 def test_arguments_are_validated_against_the_schema_before_the_server_is_called(demo):
     sources.tool_source_sync(source=_time_source())
     tool = _enable_and_grant(Tool.objects.get(name="clock__get_current_time"))
@@ -101,6 +105,7 @@ def test_arguments_are_validated_against_the_schema_before_the_server_is_called(
     assert (bad["ok"], bad["code"]) == (False, "tool_error") and "Nowhere/Atlantis" in bad["error"]
 
 
+@pytest.mark.slow
 def test_an_mcp_tool_under_an_approval_policy_parks_and_runs_once_approved(replay_agent, approver):
     sources.tool_source_sync(source=_time_source())
     tool = _enable_and_grant(Tool.objects.get(name="clock__convert_time"))
@@ -142,6 +147,7 @@ def changing_time_server(tmp_path, settings):
     return source, setting
 
 
+@pytest.mark.slow
 def test_a_tool_whose_description_changes_on_the_server_is_held_until_re_approved(
         replay_agent, admin, changing_time_server):
     source, setting = changing_time_server
@@ -202,6 +208,7 @@ def test_a_server_that_cannot_start_fails_the_sync_with_a_readable_error(admin):
     assert not Tool.objects.filter(tool_source__name="broken").exists()
 
 
+@pytest.mark.slow
 def test_a_server_gone_down_leaves_the_tools_it_offered_as_they_were(admin):
     assert admin.post("/api/v1/tool-sources/", {"name": "clock", "kind": "mcp_stdio", "command": time_server_command()},
                       format="json").status_code == 201
@@ -229,6 +236,7 @@ def test_a_sync_starts_no_program_the_deployment_no_longer_allows(admin, setting
     assert ToolSource.objects.get(name="clock").last_sync_error_code == "source_not_allowed"
 
 
+@pytest.mark.slow
 def test_registering_a_source_through_the_api_validates_it(admin):
     bad = admin.post("/api/v1/tool-sources/", {"name": "x", "kind": "mcp_stdio"}, format="json")
     assert bad.status_code == 400 and "command" in bad.json()["error"]["details"]
