@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 from agents.models import Tool
 from runs.demo import demo_load
 from tests import factories
+from tests.security.figures import FIGURES as SECURITY_FIGURES
 
 # The durability suite needs PostgreSQL and a broker; `make test` runs it as a second pass.
 collect_ignore = [] if os.environ.get("DATABASE_URL", "").startswith("postgres") else ["services"]
@@ -23,6 +24,24 @@ if not os.environ.get("WARRANT_FUZZ"):
 # The benchmarks' smoke run needs their venv and PostgreSQL: `make test` runs it on its own.
 if not os.environ.get("WARRANT_BENCH_SMOKE"):
     collect_ignore.append("bench")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if SECURITY_FIGURES:
+        terminalreporter.section("security figures")
+        for line in SECURITY_FIGURES:
+            terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session):
+    # In a pytest-xdist worker: hand the figures to the controller, which prints the summary.
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["security_figures"] = list(SECURITY_FIGURES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    SECURITY_FIGURES.extend(getattr(node, "workeroutput", {}).get("security_figures", []))
 
 
 # A test that needs one of these starts a server of its own (pytest-django's live server thread,

@@ -24,7 +24,7 @@ from runs import services
 from runs.models import ApprovalRequest, SideEffect
 from skills.models import Skill
 from tests.security import obeying
-from tests.security.conftest import FIGURES
+from tests.security.figures import FIGURES
 from tests.security.disguises import DISGUISES, ORDERS, Order, disguised
 
 pytestmark = pytest.mark.django_db

@@ -18,7 +18,7 @@ from runs import services
 from runs.models import ApprovalRequest, SideEffect
 from skills.models import Skill
 from tests.security import corpus, obeying
-from tests.security.conftest import FIGURES
+from tests.security.figures import FIGURES
 
 pytestmark = pytest.mark.django_db
 
