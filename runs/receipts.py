@@ -173,7 +173,8 @@ def chain_head() -> tuple[int, str]:
 
 
 # Verification lives in runs.verification; these names stay importable from here.
-from runs.verification import Verification, receipt_verify, receipt_verify_chain  # noqa: E402
+from runs.verification import Verification, receipt_verify_chain  # noqa: E402
+from runs.verification_receipt import receipt_verify  # noqa: E402
 
 __all__ = ["GENESIS", "Verification", "canonical", "chain_hash", "chain_head", "receipt_body", "receipt_seal",
            "receipt_verify", "receipt_verify_chain"]

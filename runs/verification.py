@@ -273,5 +273,3 @@ def receipt_own_problems(receipt: Receipt, *, keys=None) -> list[str]:
     run, its signature): the workbench badges check every receipt they show this way."""
     return chain.check_receipt(_record_of(receipt), keys if keys is not None else signing.verifying_keys())
 
-
-from runs.verification_receipt import receipt_verify  # noqa: E402, F401  (one receipt; it builds on the above)

@@ -21,8 +21,8 @@ from runs.models import Receipt, ReceiptAccess
 from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, export_part, receipts_export
 from runs.signing import verifying_keys
 from runs.templatetags.workbench import status_label
-from runs.verification import (receipt_own_problems, receipt_verify, receipt_verify_chain,
-                               receipt_verify_since_checkpoint)
+from runs.verification import receipt_own_problems, receipt_verify_chain, receipt_verify_since_checkpoint
+from runs.verification_receipt import receipt_verify
 
 
 class ReceiptAgentFilter(AgentFilter):

@@ -16,7 +16,8 @@ from django.test import override_settings
 from runs import append_only, services, signing
 from runs.models import Receipt, ReceiptCheckpoint, Run, RunEvent
 from runs.receipts import GENESIS
-from runs.verification import receipt_verify, receipt_verify_chain, receipt_verify_since_checkpoint
+from runs.verification import receipt_verify_chain, receipt_verify_since_checkpoint
+from runs.verification_receipt import receipt_verify
 from runs.witness import checkpoint_head, witness_publish
 from warrant_verify.jcs import canonicalize
 from warrant_verify.keys import key_id, verify_signature
