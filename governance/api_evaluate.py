@@ -66,12 +66,23 @@ class ApprovalDecisionSerializer(serializers.Serializer):
         ref_name = "PolicyApprovalDecision"
 
 
+class RefusalSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    reason = serializers.CharField()
+
+    class Meta:
+        ref_name = "PolicyRefusal"
+
+
 class EvaluatedToolSerializer(serializers.Serializer):
     name = serializers.CharField()
     side_effect = serializers.BooleanField()
     guides = ContentDecisionSerializer(many=True)
     needs_approval = serializers.BooleanField()
     approval = ApprovalDecisionSerializer(allow_null=True)
+    refused = RefusalSerializer(allow_null=True, help_text=(
+        "What a run would answer a call of this tool instead of running it (e.g. not_permitted: outside the "
+        "skill the input activates); null when the call would be allowed or would wait for approval."))
     result_taints_run = serializers.BooleanField(
         help_text="Its source is not marked trusted: once a run reads its result, every side-effect call waits for a human.")
 

@@ -452,3 +452,15 @@ def test_the_policy_form_refuses_an_empty_approver_role_next_to_the_field(admin,
         "target_tools": "send_email", "approver_role": role.pk})
     assert answer.status_code == 200 and "has no active members" in answer.content.decode()
     assert not Policy.objects.filter(name="park-for-nobody").exists()
+
+
+def test_the_dry_run_says_which_calls_a_run_would_refuse(admin):
+    """An input that activates a skill limits the run to the skill's tools: the dry run names each
+    tool the gate would refuse and why, as the harness would answer the call."""
+    body = admin.post("/api/v1/policies/evaluate/", {"agent": "crm-assistant", "input": "Summarise Globex's tickets."},
+                      format="json").json()
+    tools = {tool["name"]: tool for tool in body["tools"]}
+    assert tools["list_open_tickets"]["refused"] is None
+    assert tools["send_email"]["refused"] == {
+        "code": "not_permitted", "reason": "'send_email' is outside the active skill's allowed tools"}
+    assert tools["send_email"]["needs_approval"] is False
