@@ -103,7 +103,8 @@ test-services: install-test
 	DATABASE_URL=$(PG_URL) CELERY_BROKER_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 $(PY) -m pytest tests/services
 
 # Schemathesis against a live server (gunicorn on loopback, a throwaway SQLite database), as two
-# personas with a peer for object-level authorization, about six minutes. Reports land in
+# personas with a peer for object-level authorization, about four minutes (FUZZ_MAX_EXAMPLES and the
+# budgets FUZZ_OPERATOR_SECONDS, FUZZ_ADMIN_SECONDS make a longer run). Reports land in
 # var/fuzz-results/ (latest: var/fuzz-results/latest). Part of `make test`.
 fuzz: install-test
 	$(PY) tests/fuzz/run_schemathesis.py

@@ -1,7 +1,7 @@
 """Schemathesis against a live Warrant (tests/fuzz/run_schemathesis.py), as one pytest test.
 
 The script builds its own SQLite database and gunicorn server from a clean environment, so this
-test needs no Django database and runs the same under any pytest pass. It takes about six
+test needs no Django database and runs the same under any pytest pass. It takes about four
 minutes; run it on its own with `.venv/bin/python -m pytest tests/fuzz` (the reports land in
 var/fuzz-results/latest/).
 """
