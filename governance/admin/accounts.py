@@ -56,3 +56,4 @@ class AccountAdmin(UserAdmin):
         if str(request.user.pk) != str(id):
             raise PermissionDenied("No one sets another user's password in the workbench; "
                                    "a server operator resets it with manage.py changepassword.")
+        return super().user_change_password(request, id, form_url)
