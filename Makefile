@@ -28,7 +28,7 @@ browser-deps:
 	@test -x $(CHROMIUM) || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
 
 # Stdio tool servers run inside Debian's bubblewrap when it works on this host (agents/tools/sandbox.py);
-# installed when missing and apt is there to install it (needs root); without it, see README.
+# installed when missing and apt is there to install it (needs root); without it, see docs/tool-sources.md.
 sandbox-deps:
 	@command -v bwrap >/dev/null || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || \
 		(apt-get update -qq && apt-get install -y -qq bubblewrap) || echo "bubblewrap not installed: stdio tool servers run without it"

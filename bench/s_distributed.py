@@ -28,7 +28,7 @@ def run(*, workdir: Path, pg_url: str, redis_port: int, n: int, reps: int, worke
     logdir.mkdir(parents=True, exist_ok=True)
     name = _db_name("dist")
     records = []
-    # As deployed (README, running at scale): workers keep their database connection between tasks.
+    # As deployed (docs/operations.md, Deploy): workers keep their database connection between tasks.
     # The floor's tasks run on the same workers, so both sides have it.
     os.environ["DATABASE_CONN_MAX_AGE"] = "60"
     with stack.redis_server(redis_port, logdir) as broker:

@@ -1,4 +1,4 @@
-"""Receipts: the one writer of the signed hash chain (evidence format v2, SECURITY.md).
+"""Receipts: the one writer of the signed hash chain (evidence format v2, docs/evidence.md).
 
 hash = sha256(prev_hash + body), body = RFC 8785 canonical JSON, seq gap-free from 1; the
 signature (Ed25519, runs.signing) covers seq, prev_hash, hash, key id and run id. Sealing happens

@@ -1,4 +1,4 @@
-"""Static files with DEBUG off, as the README's "Running at scale" deploys them: collectstatic into
+"""Static files with DEBUG off, as docs/operations.md ("Deploy") deploys them: collectstatic into
 a fresh directory, then the pages' own stylesheets and scripts are served by the web process
 (whitenoise) under content-hashed names, from this server (the content security policy's 'self')."""
 

@@ -54,7 +54,7 @@ def _bwrap_works() -> str:
 
 
 def isolation() -> dict:
-    """Which isolation stdio tool servers get in this process (for /readyz and the README)."""
+    """Which isolation stdio tool servers get in this process (for /readyz and docs/tool-sources.md)."""
     wanted = settings.WARRANT.get("MCP_STDIO_SANDBOX", "auto")
     bwrap = _bwrap_works() if wanted in ("auto", "bwrap") else ""
     if bwrap:

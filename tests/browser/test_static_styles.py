@@ -1,4 +1,4 @@
-"""With DEBUG off, under gunicorn as the README deploys it (collectstatic, then the web process
+"""With DEBUG off, under gunicorn as docs/operations.md deploys it (collectstatic, then the web process
 serves the files through whitenoise), the pages come up styled and the Swagger UI's scripts run."""
 
 import base64

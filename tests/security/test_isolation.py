@@ -305,7 +305,7 @@ def test_a_stdio_server_sees_no_secret_no_database_and_no_network(demo, settings
             listener.accept()  # nothing reached the test's port
     else:
         # Without bubblewrap the server is only another user: it reads what that user may read (a
-        # database file left world-readable included) and has the network. Said in README and /readyz.
+        # database file left world-readable included) and has the network. Said in docs/tool-sources.md and /readyz.
         pytest.skip(f"isolation here is {mode}: the file-system and network assertions need bubblewrap")
     listener.close()
 

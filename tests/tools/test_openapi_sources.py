@@ -86,7 +86,7 @@ def test_a_read_operation_is_called_with_the_credential_from_the_environment(war
 def test_an_openapi_post_needs_approval_and_then_runs_exactly_once(warrant_api, replay_agent, approver):
     # policies/evaluate is a POST that writes nothing on the server: the runs outbox holds its
     # transaction while a side effect runs, and on SQLite a live server writing to the same
-    # database would wait for that lock (see the README's note on tool sources).
+    # database would wait for that lock (see docs/tool-sources.md, "Costs and limits, as built").
     tool = _enable_and_grant("warrant__policies_evaluate")
     carry(replay_agent, tool)
     arguments = {"body": {"agent": "crm-assistant", "input": "Delete the account Initech."}}
