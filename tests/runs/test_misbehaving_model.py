@@ -5,7 +5,7 @@ import json
 import pytest
 from django.contrib.auth.models import Group, User
 
-from agents.models import Agent, ModelProfile, SentEmail, Tool
+from agents.models import SentEmail, Tool
 from agents.services import agent_publish
 from governance.models import ToolGrant
 from runs import services
@@ -14,16 +14,6 @@ from runs.models import ApprovalRequest, Run, SideEffect
 pytestmark = pytest.mark.django_db
 
 EMAIL = {"to": "dana.whitfield@example.com", "subject": "Renewal", "body": "Hello"}
-
-
-@pytest.fixture
-def replay_agent(demo):
-    profile = ModelProfile.objects.create(name="replay", backend="replay", model="replay-1")
-    agent = Agent.objects.create(slug="replayer", name="Replayer", instructions="Follow the script.",
-                                 model_profile=profile)
-    agent.tools.set(Tool.objects.all())
-    agent_publish(agent=agent)
-    return agent
 
 
 def _run(script: dict) -> Run:
