@@ -31,6 +31,7 @@ from runs.access_log import receipt_access_record
 from runs.evidence_rows import iso
 from runs.evidence_summary import Tally, summary_html
 from runs.models import Receipt, ReceiptAccess
+from runs.receipts import chain_head
 from runs.signing import key_set_document, sign, signing_key
 from warrant_verify.messages import GENESIS, manifest_message
 
@@ -108,7 +109,7 @@ def evidence_bundle_plan(*, created_after: datetime | None = None,
     if created_after and created_before and created_after >= created_before:
         raise EvidencePeriodError("the period must start before it ends (created_after before created_before)")
     created_at = timezone.now()  # before the head is read: a checkpoint signed after this is not in the piece
-    head_seq, head_hash = Receipt.objects.order_by("-seq").values_list("seq", "hash").first() or (0, GENESIS)
+    head_seq, head_hash = chain_head()
     sealed = Receipt.objects.filter(seq__lte=head_seq)
     first, last = 1, head_seq
     if created_after is not None:

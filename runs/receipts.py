@@ -7,7 +7,7 @@ head after that transaction commits, and never holds the run up. Verification: r
 """
 
 import hashlib
-from functools import lru_cache, partial
+from functools import partial
 
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
@@ -143,9 +143,7 @@ def receipt_seal(*, run: Run) -> Receipt:
     body = canonical(receipt_body(run))
     key_id, _key = signing.signing_key()
     _lock_chain()
-    with connection.cursor() as cursor:
-        cursor.execute(_head_sql())
-        last_seq, prev_hash = cursor.fetchone() or (0, GENESIS)
+    last_seq, prev_hash = chain_head()
     seq, hash_ = last_seq + 1, receipt_hash(prev_hash, body)
     signature = signing.sign(receipt_message(seq=seq, prev_hash=prev_hash, hash=hash_, key_id=key_id,
                                              run_id=str(run.id)))
@@ -157,19 +155,9 @@ def receipt_seal(*, run: Run) -> Receipt:
     return receipt
 
 
-@lru_cache(maxsize=1)
-def _head_sql() -> str:
-    """The chain's last receipt: its seq and hash."""
-    qn, opts = connection.ops.quote_name, Receipt._meta
-    seq, hash_ = (qn(opts.get_field(name).column) for name in ("seq", "hash"))
-    return f"SELECT {seq}, {hash_} FROM {qn(opts.db_table)} ORDER BY {seq} DESC LIMIT 1"
-
-
 def chain_head() -> tuple[int, str]:
     """(seq, hash) of the newest receipt; (0, GENESIS) for an empty chain."""
-    with connection.cursor() as cursor:
-        cursor.execute(_head_sql())
-        return cursor.fetchone() or (0, GENESIS)
+    return Receipt.objects.order_by("-seq").values_list("seq", "hash").first() or (0, GENESIS)
 
 
 # Verification lives in runs.verification; these names stay importable from here.
