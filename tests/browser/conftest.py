@@ -98,8 +98,11 @@ def api(server):
     return client
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Chromium, for one test module. Not for the session: Playwright's sync API keeps an event loop
+    running in this thread while it is open, and Django refuses database work in a thread with a
+    running loop (SynchronousOnlyOperation), so every test after it in the same process would fail."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
