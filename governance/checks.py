@@ -1,7 +1,16 @@
-"""System checks with stable ids: configuration that would make runs misbehave."""
+"""System checks with stable ids: configuration that would make runs misbehave.
+
+The checks of runs' own configuration (receipt signing, the witness) are in runs.checks.
+"""
 
 from django.conf import settings
 from django.core import checks
+
+from core import stamp
+
+# (the module declaring a trigger set, the migration that made it): W036 checks each made set is
+# still there. Apps whose migrations make triggers add theirs (runs.apps adds the append-only set).
+TRIGGERS_MADE_BY: list[tuple[object, tuple[str, str]]] = [(stamp, ("governance", "0006_governance_stamp_triggers"))]
 
 
 @checks.register(checks.Tags.compatibility)
@@ -53,25 +62,6 @@ def rate_limits_are_shared(app_configs, **kwargs):
              "WARRANT_CACHE_URL at Redis (e.g. redis://redis:6379/1) so that every process counts together.",
         id="governance.W004",
     )]
-
-
-@checks.register(checks.Tags.security)
-def receipts_can_be_signed(app_configs, **kwargs):
-    """Without a signing key no run can be sealed: refuse to start rather than fail every run's end."""
-    from runs import signing
-
-    try:
-        signing.signing_key()
-    except Exception as exc:  # the key's own error says what is wrong with it
-        return [checks.Error(str(exc), hint=signing.missing_key_message(), id="governance.E010")]
-    if settings.WARRANT_WITNESS_URL:
-        from runs.witness import witness_host_allowed
-
-        if not witness_host_allowed(settings.WARRANT_WITNESS_URL):
-            return [checks.Error("WARRANT_WITNESS_URL's host is not in WARRANT_WITNESS_ALLOWED_HOSTS",
-                                 hint="List the witness's host there: checkpoints are only sent where the platform "
-                                      "engineer allowed.", id="governance.E011")]
-    return []
 
 
 @checks.register(checks.Tags.security, deploy=True)
@@ -163,16 +153,11 @@ def triggers_are_in_place(app_configs, databases=None, **kwargs):
     from django.db import connections
     from django.db.migrations.recorder import MigrationRecorder
 
-    from core import stamp
-    from runs import append_only
-
-    made_by = [(stamp, ("governance", "0006_governance_stamp_triggers")),
-               (append_only, ("runs", "0009_signed_receipts_and_checkpoints"))]
     found = []
     for alias in databases:
         connection = connections[alias]
         applied = MigrationRecorder(connection).applied_migrations()
-        for module, migration in made_by:
+        for module, migration in TRIGGERS_MADE_BY:
             if migration in applied and (missing := module.TRIGGERS.missing(connection)):
                 found.append(checks.Warning(
                     f"{len(missing)} trigger(s) of {module.__name__} are missing or disabled in database {alias!r}: "

@@ -182,7 +182,7 @@ def test_debug_without_a_key_makes_a_private_demo_key_once(tmp_path, caplog):
 
 
 def test_production_without_a_key_refuses_to_start(tmp_path):
-    from governance.checks import receipts_can_be_signed
+    from runs.checks import receipts_can_be_signed
 
     with override_settings(DATA_DIR=tmp_path, WARRANT_RECEIPT_SIGNING_KEY_FILE="", WARRANT_RECEIPT_SIGNING_KEY="",
                            WARRANT_RECEIPT_DEMO_KEY=False):

@@ -1,0 +1,11 @@
+from django.apps import AppConfig
+
+
+class RunsConfig(AppConfig):
+    name = "runs"
+
+    def ready(self) -> None:
+        from governance.checks import TRIGGERS_MADE_BY
+        from runs import append_only, checks  # noqa: F401  (checks registers the system checks)
+
+        TRIGGERS_MADE_BY.append((append_only, ("runs", "0009_signed_receipts_and_checkpoints")))
