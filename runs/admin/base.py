@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.utils import timezone
 
 from agents.models import Agent
+from core.admin import ReadOnlyAdmin
 from runs import selectors
 from runs.templatetags.workbench import STATUS_TEXT
 
@@ -23,7 +24,7 @@ def time_left(expires_at, now=None) -> str:
     return " ".join(parts) + " left"
 
 
-class WorkbenchAdmin(admin.ModelAdmin):
+class WorkbenchAdmin(ReadOnlyAdmin):
     """Visible to staff with a role; what each sees is narrowed in get_queryset by the selectors."""
 
     def has_module_permission(self, request):
@@ -31,15 +32,6 @@ class WorkbenchAdmin(admin.ModelAdmin):
 
     def has_view_permission(self, request, obj=None):
         return selectors.workbench_member(request.user)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class AgentFilter(admin.SimpleListFilter):
