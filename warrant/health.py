@@ -52,14 +52,12 @@ def _signing_key() -> dict:
 def _witness(database_ok: bool) -> dict | None:
     """Whether each witness sink has the chain's head, and how far behind it is. Informational: a
     witness that is down does not stop runs (they are caught up later), so it does not make the
-    process unready. Without beat (the embedded default) this is also when a sink is caught up."""
+    process unready. A read only: the reconciler (beat, or the embedded ticker) catches sinks up."""
     if not database_ok:
         return None
     from runs import witness
 
     try:
-        if settings.CELERY_TASK_ALWAYS_EAGER:
-            witness.witness_publish()
         return witness.witness_status()
     except Exception as exc:  # readiness reports the failure instead of raising it
         return {"ok": False, "error": type(exc).__name__}
@@ -94,14 +92,9 @@ def _unstaffed(database_ok: bool) -> list[dict] | None:
 def _models(database_ok: bool) -> list[dict] | None:
     """Each model profile's health (breaker state, last success, last error). Informational: a model
     server that is down does not make this process unready, since runs fall back or fail honestly."""
-    if not database_ok:
-        return None
     from agents.breaker import profile_health
 
-    try:
-        return profile_health()
-    except Exception:  # readiness reports the failure instead of raising it
-        return None
+    return _listed(database_ok, profile_health)
 
 
 def _broker() -> dict:

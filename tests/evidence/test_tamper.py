@@ -21,7 +21,8 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from runs import append_only, services, signing
-from runs.models import ApprovalRequest, Receipt, Run, WitnessSink
+from runs.reconcile import run_reconcile
+from runs.models import ApprovalRequest, Receipt, ReceiptCheckpoint, Run, WitnessSink
 from runs.witness import checkpoint_head, witness_catch_up
 from warrant_verify.jcs import canonicalize
 from warrant_verify.messages import receipt_hash, receipt_message
@@ -286,6 +287,26 @@ class _Witness(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+def test_readyz_reports_a_sink_behind_and_leaves_catching_up_to_the_reconciler(demo, settings, tmp_path, client):
+    """A GET writes nothing, even in the embedded default: the reconciler (beat, or the web
+    process's ticker) sends the witness what it lacks."""
+    settings.WARRANT_WITNESS_FILE = ""  # no sink while the run seals
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text="List all accounts.",
+                                caller=User.objects.get(username="operator"))
+    assert Run.objects.get(id=run.id).status == "succeeded"
+    witness_file = tmp_path / "witness.jsonl"
+    settings.WARRANT_WITNESS_FILE = str(witness_file)
+    checkpoints = ReceiptCheckpoint.objects.count()
+
+    health = client.get("/readyz").json()
+    assert health["witness"]["sinks"]["file"]["behind_receipts"] == 1
+    assert ReceiptCheckpoint.objects.count() == checkpoints and not witness_file.exists()
+
+    run_reconcile()
+    assert client.get("/readyz").json()["witness"]["sinks"]["file"]["behind_receipts"] == 0
+    assert json.loads(witness_file.read_text().splitlines()[-1])["head"] == _receipt(1).hash
 
 
 def test_a_witness_down_while_runs_seal_is_caught_up_and_readyz_says_how_far_behind(demo, settings, tmp_path, client):
