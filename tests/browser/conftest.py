@@ -11,11 +11,12 @@ import socket
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.browser.servers import wait_until_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("WARRANT_CHROMIUM", "/usr/bin/chromium")
@@ -70,16 +71,7 @@ def server(tmp_path_factory):
                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{PORT}"
     try:
-        for _ in range(300):
-            if process.poll() is not None:
-                raise RuntimeError(f"the server exited: {(data_dir / 'server.log').read_text()}")
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError("the server did not answer /healthz")
+        wait_until_healthy(process, base, data_dir / "server.log")
         yield {"url": base, "tokens": tokens, "log": data_dir / "server.log"}
     finally:
         process.terminate()

@@ -7,11 +7,11 @@ import secrets
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
+
+from tests.browser.servers import wait_until_healthy
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 pytestmark = pytest.mark.browser
@@ -50,15 +50,7 @@ def production(tmp_path_factory):
                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
-            assert process.poll() is None, (data / "gunicorn.log").read_text()
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError("gunicorn did not answer /healthz")
+        wait_until_healthy(process, base, data / "gunicorn.log")
         yield {"url": base, "key": key}
     finally:
         process.terminate()
