@@ -7,15 +7,15 @@ import os
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.models import Group
 from django.db import transaction
 
 from agents.demo_data import TOOL_DEFINITIONS, TRUSTED_OUTPUT, load_crm
 from agents.models import Agent, ModelProfile, Tool, TrustChange
 from agents.services import agent_publish
 from agents.trust import tool_trust
-from governance.models import Policy, ToolGrant
-from governance.services import policy_create
+from governance.bootstrap import DEFAULT_POLICIES, policies_ensure, roles_ensure
+from governance.models import ToolGrant
 from skills.models import Skill
 from skills.services import skill_import
 
@@ -25,26 +25,14 @@ DEMO_USERS = {
     "compliance": ["compliance"],
     "admin": ["governance-admins"],
 }
-ROLE_PERMISSIONS = {
-    "operators": ["runs.add_run"],
-    "governance-admins": [
-        "governance.add_policy", "governance.change_policy", "governance.view_policy",
-        "governance.add_toolgrant", "governance.delete_toolgrant", "governance.view_toolgrant",
-        "agents.change_agent", "agents.view_agent", "skills.add_skill", "skills.change_skill", "skills.view_skill",
-    ],
-}
 INSTRUCTIONS = (
     "You are the CRM assistant of a customer success team. Answer from the tools' results only, "
     "cite knowledge-base passages by id, and never invent numbers. Side effects (emails, deletions) "
     "are reviewed by a human before they happen."
 )
+# The platform's default policies first (governance.bootstrap), then the demo's, about its CRM tools.
 POLICIES = [
-    {
-        "name": "no-compensation-questions", "type": "intent_guard", "priority": 10,
-        "description": "Pay data is out of scope for the assistant.",
-        "keywords": ["salary", "salaries", "compensation", "payroll"],
-        "response": "I can't help with salary, compensation or payroll questions. Please contact HR directly.",
-    },
+    *DEFAULT_POLICIES,
     {
         "name": "churn-risk-playbook", "type": "playbook", "priority": 50,
         "description": "How to answer questions about churn risk.",
@@ -71,17 +59,6 @@ POLICIES = [
         "content": "Executive summary\n\n{answer}\n\nPrepared by the CRM assistant.",
     },
 ]
-
-
-def _roles() -> dict[str, Group]:
-    roles = {}
-    for name in ["operators", "secops", "compliance", "governance-admins"]:
-        roles[name], _ = Group.objects.get_or_create(name=name)
-    for name, perms in ROLE_PERMISSIONS.items():
-        for dotted in perms:
-            app_label, codename = dotted.split(".")
-            roles[name].permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
-    return roles
 
 
 def _users(roles: dict[str, Group], password: str) -> list[str]:
@@ -115,7 +92,8 @@ def demo_load(*, skills_dir: Path | None = None) -> dict:
             tool = tool_trust(tool=tool, trusted=True, user=None, platform=True,
                               reason=f"demo: {TRUSTED_OUTPUT[definition['name']]}")
         tools.append(tool)
-    roles = _roles()
+    roles_ensure()
+    roles = {name: Group.objects.get_or_create(name=name)[0] for names in DEMO_USERS.values() for name in names}
     users = _users(roles, os.environ.get("DEMO_PASSWORD") or "warrant-demo")
     for tool in tools:
         ToolGrant.objects.get_or_create(role=roles["operators"], tool=tool)
@@ -125,10 +103,7 @@ def demo_load(*, skills_dir: Path | None = None) -> dict:
         "instructions": INSTRUCTIONS, "model_profile": profile})
     agent.tools.add(*tools)
     version, published = agent_publish(agent=agent)
-    policies = [p["name"] for p in POLICIES if not Policy.objects.filter(name=p["name"]).exists()]
-    for values in POLICIES:
-        if values["name"] in policies:
-            policy_create(values=values)
+    policies = policies_ensure(POLICIES)
     root = skills_dir or Path(__file__).resolve().parent.parent / "skills" / "library"
     # The bundled library is reviewed with the code; loading it is the platform's act, not a person's.
     skills = [skill_import(text=path.read_text(encoding="utf-8"), status=Skill.Status.ACTIVE)[0].name
