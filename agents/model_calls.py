@@ -8,6 +8,7 @@ from agents.backends.base import ModelOutputInvalid, ModelRequest, ModelResponse
 from agents.breaker import DatabaseBreaker, breaker_state
 from agents.models import ModelProfile, ModelProfileHealth
 from agents.routing import Router, RetryPolicy
+from core import telemetry
 
 
 STEP_MARGIN_SECONDS = 20  # what a step needs besides its model call (tools, checkpoint)
@@ -39,7 +40,15 @@ def router(*, breaker=None) -> Router:
 
 def model_complete(request: ModelRequest, *, chain: list[dict]) -> ModelResponse:
     """What a run's Deps.complete is: the first answer from the chain, with every attempt on it."""
-    return router().complete(request, chain)
+    # Tracing (core.telemetry): one `chat` span per call, its attempts and fallbacks as span events.
+    with telemetry.chat_span(request, chain) as span:
+        try:
+            response = router().complete(request, chain)
+        except (ModelUnavailable, ModelOutputInvalid) as exc:
+            span.failed(exc)
+            raise
+        span.response(response)
+        return response
 
 
 class _ProbeBreaker(DatabaseBreaker):

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from warrant import health, pages
+from warrant import health, metrics, pages
 from core.api_errors import json_404, json_500
 
 api = [
@@ -29,6 +29,8 @@ urlpatterns = [
     path("api/v1/", include(api)),
     path("healthz", health.healthz),
     path("readyz", health.readyz),
+    # Prometheus, behind WARRANT_METRICS_TOKEN or WARRANT_METRICS_ALLOWED_IPS (404 when neither is set).
+    path("metrics", metrics.metrics_view, name="metrics"),
 ]
 
 handler404 = json_404
