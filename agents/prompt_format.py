@@ -1,9 +1,12 @@
-"""The layout of the system prompt: the section headings runs.context writes and backends may read.
+"""The layout of the system prompt: the sections runs.context writes and backends may read.
 
 A section is a line "## <heading>" and the text up to the next section. runs.context writes the
-agent's instructions first, then the sections below; the scripted backend reads its steps from the
-playbook and skill sections. Both take the headings from here, so they cannot drift apart.
+agent's instructions first, then the sections below, with the writers here; the scripted backend
+reads its steps from the playbook and skill sections with step_sections. Writer and reader share
+the headings, so they cannot drift apart.
 """
+
+import re
 
 SECTION = "## "
 LOAD_SKILL = "load_skill"  # the tool that hands the model a skill's full procedure
@@ -36,3 +39,19 @@ def skill_section(name: str, body: str) -> str:
 
 def skills_index_section(index: str) -> str:
     return section(SKILLS_HEADING, f"{index}\nCall `{LOAD_SKILL}` with a skill's name to read its procedure.")
+
+
+def step_sections(system: str) -> list[str]:
+    """The bodies of the playbook and skill sections of a system prompt, a skill's own headings included."""
+    bodies: list[str] = []
+    inside = False
+    for part in re.split(f"^{re.escape(SECTION)}", system or "", flags=re.MULTILINE)[1:]:
+        heading, _, body = part.partition("\n")
+        if heading.strip().startswith(STEP_HEADINGS):
+            bodies.append(body)
+            inside = True
+        elif heading.strip().startswith(NOT_STEP_HEADINGS):
+            inside = False
+        elif inside:  # a heading of the skill's own ("## Steps")
+            bodies[-1] += f"\n{heading.strip()}\n{body}"
+    return bodies

@@ -19,9 +19,8 @@ Pure: no ORM, no settings, no I/O. Token counts are estimates and say so.
 import json
 
 from agents.backends.base import ModelRequest, ModelResponse, ToolCall, Usage, estimate_tokens
-from agents.backends.scripted_plan import Knowledge, PastCall, Planner, call_key, inferred_steps, past_calls, scope_of
-from agents.backends.scripted_text import find_orders, planned_steps, strip_orders
-from agents.backends.scripted_vocabulary import vocabulary
+from agents.backends.scripted_plan import PastCall, Planner, call_key, inferred_steps, past_calls, scope_of
+from agents.backends.scripted_text import find_orders, planned_steps, strip_orders, wording
 from agents.prompt_format import LOAD_SKILL
 
 CANNOT_HELP = "I can't help with that using the tools available to me."
@@ -58,7 +57,6 @@ class _Turn:
     def __init__(self, request: ModelRequest):
         self.tools = {tool["name"]: tool for tool in request.tools}
         self.history: list[PastCall] = past_calls(request.messages)
-        self.knowledge = Knowledge(self.history, vocabulary().records)
         user_texts = [_text(m.get("content")) for m in request.messages if m.get("role") == "user"]
         request_text = user_texts[0] if user_texts else ""
         own = find_orders(request_text, self.tools)
@@ -70,15 +68,16 @@ class _Turn:
                 self.orders.extend(order for text in _strings(call.data) for order in find_orders(text, self.tools))
         subject = strip_orders(request_text, own)
         self.steps = planned_steps(request.system, self.tools) or inferred_steps(subject, list(self.tools.values()))
-        self.planner = Planner(self.tools, self.knowledge, self.steps)
-        self.scope = scope_of(subject, full_text=request_text, fan_out=vocabulary().records.lister in self.steps)
+        self.planner = Planner(self.tools, self.history, self.steps)
+        listers = set(self.planner.listers.values())
+        self.scope = scope_of(subject, full_text=request_text, fan_out=any(step in listers for step in self.steps))
         self.skipped: list[str] = []
 
     def next_calls(self) -> list[tuple[str, dict]]:
         seen = {call_key(call.name, call.arguments) for call in self.history}
         # A bare "call X" (no arguments, no target) is obeyed once.
         fills = [(order.tool, self.planner.fill_order(order, self.scope)) for order in self.orders
-                 if order.arguments is not None or order.target is not None or not self.knowledge.made(order.tool)]
+                 if order.arguments is not None or order.target is not None or not self.planner.made(order.tool)]
         fills += [(step, self.planner.fill_step(step, self.scope)) for step in self.steps]
         batch = []
         for tool, fill in fills:
@@ -93,7 +92,7 @@ class _Turn:
     # --- The answer ---------------------------------------------------------------------------
 
     def label(self, record_id: str) -> str:
-        return self.knowledge.label(record_id)
+        return self.planner.label(record_id)
 
     def describe(self, expression: str) -> str | None:
         """What an expression we built means ("10% of Acme Corp's ARR (240000)"), if we built it."""
@@ -106,8 +105,8 @@ class _Turn:
             if self.skipped and (self.steps or self.orders):
                 return f"I could not do that: {self.skipped[0]}."
             return CANNOT_HELP if not self.history else "The tools have not answered yet, so I have nothing to report."
-        words = vocabulary()
-        lookups = {words.records.resolver, words.records.lister}  # they speak only when nothing else was asked
+        words = wording()
+        lookups = self.planner.lookups()  # they speak only when nothing else was asked
         asked_more = any(call.name not in lookups for call in answered)
         blocks = []
         for tool, summary in words.summaries.items():

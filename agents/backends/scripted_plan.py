@@ -1,11 +1,14 @@
-"""Deciding what the scripted backend calls next, from what the conversation so far tells it.
+"""Deciding what the scripted backend calls next, from the tools' schemas and the conversation so far.
 
-The history: the calls made and their results, and the records (accounts, say) those results
-named. Filling an argument has three outcomes: ready (the values, possibly several to fan out
-over), wait (first make these lookup calls, e.g. resolve a name to an id) or skip (it cannot be
-filled, and why). A call is as ready as its least ready argument. What a property takes goes by
-its name: a record id, a resolver's query, a search topic, an address, a message's subject and
-body (from the tool's vocabulary), an arithmetic expression, a name.
+Records are of the kinds the tools take ids of: a property `account_id` makes "account" a kind;
+the tool on offer that says the kind in its name and takes a `query` resolves a name to a record
+(the resolver), and the one that says it and takes nothing lists them all (the lister). Their
+results tell which records exist. What a property takes goes by its name: `<kind>_id` a record's
+id, a resolver's `query` a record's name, another `query` (or `q`, `topic`, `search`) a search
+topic, `to` an address, `subject` and `body` a message's, `expression` arithmetic, `name` a name.
+Filling an argument has three outcomes: ready (the values, possibly several to fan out over),
+wait (first make these lookups) or skip (it cannot be filled, and why). A call is as ready as its
+least ready argument.
 """
 
 import json
@@ -16,13 +19,25 @@ from itertools import product
 from agents.backends import scripted_text as text
 from agents.backends.base import tool_result_payload
 from agents.backends.scripted_text import Order
-from agents.backends.scripted_vocabulary import Records, number_text, vocabulary
 
-# --- The history ----------------------------------------------------------------------------
+# Tools whose name starts with one of these change something: they are inferred only when the
+# request says the verb, and never fanned out over every record.
+SIDE_EFFECT_VERBS = frozenset(
+    {"send", "delete", "remove", "create", "update", "write", "post", "cancel", "close", "drop", "wipe"}
+)
+_NOT_JSON = object()
 
 
 def call_key(name: str, arguments: dict) -> str:
     return name + json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def is_side_effect(tool: str) -> bool:
+    return tool.split("_", 1)[0].lower() in SIDE_EFFECT_VERBS
+
+
+def properties(tool: dict | None) -> dict:
+    return ((tool or {}).get("input_schema") or {}).get("properties") or {}
 
 
 @dataclass(frozen=True)
@@ -41,9 +56,6 @@ class PastCall:
         return self.envelope.get("data") if self.ok else None
 
 
-_NOT_JSON = object()
-
-
 def _json(raw, default):
     try:
         return json.loads(raw)
@@ -60,82 +72,28 @@ def past_calls(messages: list[dict]) -> list[PastCall]:
         if message.get("role") == "assistant":
             for call in message.get("tool_calls") or []:
                 raw = call.get("arguments")
-                arguments = _json(raw, {}) if isinstance(raw, str) else raw
-                calls.append((str(call.get("id", "")), call.get("name", ""), arguments))
+                calls.append((str(call.get("id", "")), call.get("name", ""), _json(raw, {}) if isinstance(raw, str) else raw))
         elif message.get("role") == "tool":
             content = tool_result_payload(message.get("content"))
             value = _json(content, _NOT_JSON) if isinstance(content, str) else content
-            ok_envelope = isinstance(value, dict) and isinstance(value.get("ok"), bool)
-            results[str(message.get("tool_call_id", ""))] = (
-                value if ok_envelope else {"ok": True, "data": content if value is _NOT_JSON else value})
+            results[str(message.get("tool_call_id", ""))] = value if isinstance(value, dict) and isinstance(
+                value.get("ok"), bool) else {"ok": True, "data": content if value is _NOT_JSON else value}
     return [PastCall(id, name, arguments if isinstance(arguments, dict) else {}, results.get(id))
             for id, name, arguments in calls]
 
 
-class Knowledge:
-    """Records (accounts, say) learned from successful results, for filling later arguments."""
-
-    def __init__(self, calls: list[PastCall], records: Records):
-        self.calls, self.records = calls, records
-        self.known: dict[str, dict] = {}  # id -> what the resolver and the lister said of it
-        self.names: dict[str, str] = {}
-        for call in calls:
-            for row in records.rows(call.data):
-                record_id = records.id_of(row)
-                if not record_id:
-                    continue
-                name = next((row.get(key) for key in records.name_keys if row.get(key)), None)
-                if isinstance(name, str):
-                    self.names.setdefault(record_id, name)
-                if call.name in (records.resolver, records.lister):
-                    merged = self.known.setdefault(record_id, {})
-                    merged.update(row)
-                    merged["id"] = record_id
-
-    def made(self, name: str) -> list[PastCall]:
-        return [call for call in self.calls if call.name == name]
-
-    def label(self, record_id: str) -> str:
-        name = self.names.get(record_id)
-        return f"{name} ({record_id})" if name else record_id
-
-    def listed_ids(self) -> list[str] | None:
-        """Ids from the lister; None when it has not answered successfully."""
-        for call in self.made(self.records.lister):
-            if call.ok:
-                return [i for i in map(self.records.id_of, self.records.rows(call.data)) if i]
-        return None
-
-    def find(self, name: str) -> dict | None:
-        """A known record called `name`: exact first, then one name starting with the other."""
-        wanted = name.casefold()
-        known = sorted(self.known.values(), key=lambda record: str(record.get("id")))
-        for rule in (lambda have: have == wanted,
-                     lambda have: have.startswith(wanted + " ") or wanted.startswith(have + " ")):
-            for record in known:
-                if rule(str(record.get("name", "")).casefold()):
-                    return record
-        return None
-
-    def lookup(self, query: str) -> tuple[str, dict | None]:
-        """How resolving `query` went: "ok" (with the record), "failed", "pending" or "none" (not asked)."""
-        for call in self.made(self.records.resolver):
-            if str(call.arguments.get(self.records.resolver_argument, "")).casefold() != query.casefold():
-                continue
-            if call.envelope is None:
-                return "pending", None
-            found = [r for r in self.records.rows(call.data) if self.records.id_of(r)]
-            return ("ok", {**found[0], "id": self.records.id_of(found[0])}) if found else ("failed", None)
-        return "none", None
+def rows(data) -> list[dict]:
+    """The records in a result: a list of dicts, or one dict."""
+    return [item for item in data if isinstance(item, dict)] if isinstance(data, list) else (
+        [data] if isinstance(data, dict) else [])
 
 
-# --- Which tools, with which arguments -------------------------------------------------------
-
-# Tools whose name starts with one of these change something: they are inferred only when the
-# request says the verb, and never fanned out over every record.
-SIDE_EFFECT_VERBS = frozenset(
-    {"send", "delete", "remove", "create", "update", "write", "post", "cancel", "close", "drop", "wipe"}
-)
+def id_of(row: dict) -> str | None:
+    """A record's id: its "id", else the first "<kind>_id", written as ids are (A-100)."""
+    for key in ["id"] + [key for key in row if key.endswith("_id")]:
+        if isinstance(row.get(key), str) and re.fullmatch(text.ID, row[key]):
+            return row[key]
+    return None
 
 
 @dataclass(frozen=True)
@@ -167,18 +125,11 @@ class Fill:
     description: str = ""  # an expression: what it means, for the answer
 
 
-def is_side_effect(tool: str) -> bool:
-    return tool.split("_", 1)[0].lower() in SIDE_EFFECT_VERBS
-
-
-def _properties(tool: dict | None) -> dict:
-    return ((tool or {}).get("input_schema") or {}).get("properties") or {}
-
-
 def inferred_steps(request: str, tools: list[dict]) -> list[str]:
     """Tools whose name words appear in the request, most specific first among look-alikes; a
-    calculator (a tool taking an `expression`) when the request holds arithmetic."""
-    said, names, synonyms = text.words(request), [tool["name"] for tool in tools], vocabulary().synonyms
+    calculator (a tool taking an `expression`) when the request holds arithmetic. A tool that
+    changes something needs its verb said."""
+    said, names, synonyms = text.words(request), [tool["name"] for tool in tools], text.wording().synonyms
     where: dict[str, int] = {}  # stem -> first position in the request
     for position, word in enumerate(said):
         for form in (text.stem(word), synonyms.get(text.stem(word))):
@@ -187,7 +138,7 @@ def inferred_steps(request: str, tools: list[dict]) -> list[str]:
     matched: dict[str, int] = {}  # tool -> where in the request it was first named
     for tool in tools:
         name, parts = tool["name"], text.tool_words(tool["name"])
-        if "expression" in _properties(tool):
+        if "expression" in properties(tool):
             if text.wants_arithmetic(request):
                 matched[name] = 0
             continue
@@ -212,53 +163,108 @@ def inferred_steps(request: str, tools: list[dict]) -> list[str]:
 
 
 class Planner:
-    """Fills the arguments of steps and orders from a scope, the knowledge so far and the tools."""
+    """Fills the arguments of steps and orders from a scope, the history and the tools' schemas."""
 
-    def __init__(self, tools: dict, knowledge: Knowledge, steps: list[str]):
-        self.tools, self.names, self.knowledge, self.steps = tools, list(tools), knowledge, steps
-        self.records = vocabulary().records
+    def __init__(self, tools: dict, history: list[PastCall], steps: list[str]):
+        self.tools, self.history, self.steps = tools, history, steps
+        id_props = [(prop[:-3], spec) for tool in tools.values() for prop, spec in properties(tool).items()
+                    if prop.endswith("_id")]
+        self.kinds = list(dict.fromkeys(kind for kind, _ in id_props))
+        self.patterns = {kind: spec.get("pattern") for kind, spec in reversed(id_props) if isinstance(spec, dict)}
+        self.resolvers = {kind: self._tool_for(kind, lambda props: "query" in props) for kind in self.kinds}
+        self.listers = {kind: self._tool_for(kind, lambda props: not props) for kind in self.kinds}
+        self.known: dict[str, dict[str, dict]] = {kind: {} for kind in self.kinds}  # what lookups said
+        self.names: dict[str, str] = {}  # record id -> name, from any result
+        for call in history:
+            lookup_of = [k for k in self.kinds if call.name in (self.resolvers[k], self.listers[k])]
+            for row in rows(call.data):
+                record_id = id_of(row)
+                if record_id and row.get("name") and isinstance(row["name"], str):
+                    self.names.setdefault(record_id, row["name"])
+                if record_id and lookup_of:
+                    self.known[lookup_of[0]].setdefault(record_id, {}).update(row, id=record_id)
 
-    def resolve(self, name: str) -> Fill:
+    def _tool_for(self, kind: str, takes) -> str | None:
+        return next((name for name, tool in self.tools.items() if takes(properties(tool))
+                     and text.stem(kind) in {text.stem(word) for word in text.tool_words(name)}), None)
+
+    def lookups(self) -> set[str]:
+        return {tool for tool in [*self.resolvers.values(), *self.listers.values()] if tool}
+
+    def made(self, name: str | None) -> list[PastCall]:
+        return [call for call in self.history if call.name == name]
+
+    def label(self, record_id: str) -> str:
+        name = self.names.get(record_id)
+        return f"{name} ({record_id})" if name else record_id
+
+    def _is_id(self, value: str, kind: str) -> bool:
+        pattern = self.patterns.get(kind)
+        return bool(re.fullmatch(text.ID, value) and (not pattern or re.fullmatch(pattern, value)))
+
+    # --- Records ------------------------------------------------------------------------------
+
+    def find(self, name: str, kind: str) -> dict | None:
+        """A known record called `name`: exact first, then one name starting with the other."""
+        wanted = name.casefold()
+        known = sorted(self.known[kind].values(), key=lambda record: str(record.get("id")))
+        for rule in (lambda have: have == wanted,
+                     lambda have: have.startswith(wanted + " ") or wanted.startswith(have + " ")):
+            for record in known:
+                if rule(str(record.get("name", "")).casefold()):
+                    return record
+        return None
+
+    def lookup(self, query: str, kind: str) -> tuple[str, dict | None]:
+        """How resolving `query` went: "ok" (with the record), "failed", "pending" or "none" (not asked)."""
+        for call in self.made(self.resolvers[kind]):
+            if str(call.arguments.get("query", "")).casefold() == query.casefold():
+                found = [row for row in rows(call.data) if id_of(row)]
+                if call.envelope is None:
+                    return "pending", None
+                return ("ok", {**found[0], "id": id_of(found[0])}) if found else ("failed", None)
+        return "none", None
+
+    def resolve(self, name: str, kind: str) -> Fill:
         """The record called `name`, or the lookup to make first."""
-        found = self.knowledge.find(name)
-        if found:
-            return Fill("ready", [found])
-        status, found = self.knowledge.lookup(name)
+        found = self.find(name, kind)
+        status, found = ("ok", found) if found else self.lookup(name, kind)
         if status == "ok":
             return Fill("ready", [found])
-        if status == "failed":
-            return Fill("skip", reason=f"no {self.records.noun} matches {name!r}")
         if status == "pending":
             return Fill("wait")
-        resolver, lister = self.records.resolver, self.records.lister
-        listers = self.knowledge.made(lister)
-        if lister in self.steps and (not listers or listers[0].envelope is None):
+        if status == "failed":
+            return Fill("skip", reason=f"no {kind} matches {name!r}")
+        resolver, lister = self.resolvers[kind], self.listers[kind]
+        listed = self.made(lister)
+        if lister in self.steps and (not listed or listed[0].envelope is None):
             return Fill("wait", needs=[(lister, {})])
-        if resolver in self.names:
-            return Fill("wait", needs=[(resolver, {self.records.resolver_argument: name})])
-        if lister in self.names and not listers:
-            return Fill("wait", needs=[(lister, {})])
-        return Fill("skip", reason=f"no way to look up the {self.records.noun} {name!r}")
+        if resolver or (lister and not listed):
+            return Fill("wait", needs=[(resolver, {"query": name}) if resolver else (lister, {})])
+        return Fill("skip", reason=f"no way to look up the {kind} {name!r}")
 
-    def named_records(self, scope: Scope, tool: str) -> Fill:
-        known, noun = self.knowledge.known, self.records.noun
-        if scope.ids:
-            return Fill("ready", [known.get(i, {"id": i}) for i in scope.ids])
+    def named_records(self, scope: Scope, tool: str, kind: str) -> Fill:
+        known, ids = self.known[kind], [i for i in scope.ids if self._is_id(i, kind)]
+        if ids:
+            return Fill("ready", [known.get(i, {"id": i}) for i in ids])
         if scope.entities:
-            fills = [self.resolve(name) for name in scope.entities]
+            fills = [self.resolve(name, kind) for name in scope.entities]
             if any(fill.status == "wait" for fill in fills):
                 return Fill("wait", needs=[need for fill in fills for need in fill.needs])
             values = [value for fill in fills if fill.status == "ready" for value in fill.values]
             return Fill("ready", values) if values else Fill("skip", reason="; ".join(f.reason for f in fills))
-        if scope.fan_out and not is_side_effect(tool):
-            listed = self.knowledge.listed_ids()
-            if listed is not None:
-                return Fill("ready", [known.get(i, {"id": i}) for i in listed])
-            listers = self.knowledge.made(self.records.lister)
-            if listers and listers[0].envelope is not None:
-                return Fill("skip", reason=f"the {noun} list is not available")
-            return Fill("wait", needs=[(self.records.lister, {})])
-        return Fill("skip", reason=f"the request names no {noun}")
+        lister = self.listers[kind]
+        if scope.fan_out and lister and not is_side_effect(tool):
+            listed = self.made(lister)
+            answered = next((call for call in listed if call.ok), None)
+            if answered:
+                return Fill("ready", [known.get(i, {"id": i}) for i in map(id_of, rows(answered.data)) if i])
+            if listed and listed[0].envelope is not None:
+                return Fill("skip", reason=f"the {kind} list is not available")
+            return Fill("wait", needs=[(lister, {})])
+        return Fill("skip", reason=f"the request names no {kind}")
+
+    # --- Arguments ----------------------------------------------------------------------------
 
     def calculation(self, scope: Scope, tool: str = "") -> Fill:
         """The expression for a calculator: "N% of <number or a record's field>", or bare arithmetic."""
@@ -270,40 +276,41 @@ class Planner:
         share, subject = percent
         number = text.parse_number(subject)
         if number is not None:
-            return Fill("ready", [f"{number_text(number)} * {share} / 100"],
-                        description=f"{share}% of {number_text(number)}")
-        said = text.words(subject)
-        field_word = said[-1] if said else ""
+            return Fill("ready", [f"{text.number_text(number)} * {share} / 100"],
+                        description=f"{share}% of {text.number_text(number)}")
+        field_word = (text.words(subject) or [""])[-1]
         names = [name for name in scope.entities if name in subject] or list(scope.entities)
-        found = self.named_records(Scope(scope.text, scope.full_text, tuple(names[:1]), scope.ids[:1], (), False), tool)
+        kind = next((k for k in self.kinds if self.resolvers[k] or self.listers[k]), None)
+        found = self.named_records(Scope(scope.text, scope.full_text, tuple(names[:1]), scope.ids[:1], (), False),
+                                   tool, kind) if kind else Fill("ready", [{}])
         if found.status != "ready":
             return found
         record = found.values[0]
-        value = record.get(self.records.attributes.get(field_word, field_word))
-        if value is None and names and self.knowledge.lookup(names[0])[0] == "none" and (
-                self.records.resolver in self.names):
-            return Fill("wait", needs=[(self.records.resolver, {self.records.resolver_argument: names[0]})])
+        value = record.get(field_word, record.get(text.wording().synonyms.get(field_word)))
+        if value is None and names and kind and self.resolvers[kind] and self.lookup(names[0], kind)[0] == "none":
+            return Fill("wait", needs=[(self.resolvers[kind], {"query": names[0]})])
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             return Fill("skip", reason=f"no {field_word or 'number'} to take {share}% of")
-        owner = self.knowledge.names.get(record.get("id", ""), names[0] if names else record.get("id", ""))
-        return Fill("ready", [f"{number_text(value)} * {share} / 100"],
-                    description=f"{share}% of {owner}'s {subject.split()[-1]} ({number_text(value)})")
+        owner = self.names.get(record.get("id", ""), names[0] if names else record.get("id", ""))
+        return Fill("ready", [f"{text.number_text(value)} * {share} / 100"],
+                    description=f"{share}% of {owner}'s {subject.split()[-1]} ({text.number_text(value)})")
 
     def value_for(self, tool: str, prop: str, scope: Scope) -> Fill:
-        key, records = prop.lower(), self.records
-        if key in records.id_properties:
-            found = self.named_records(scope, tool)
+        key = prop.lower()
+        if key.endswith("_id") and key[:-3] in self.kinds:
+            found = self.named_records(scope, tool, key[:-3])
             found.values = [record["id"] for record in found.values] if found.status == "ready" else found.values
             return found
-        if key == records.resolver_argument and records.noun in tool:
-            names = list(scope.entities) or list(scope.ids)
-            return Fill("ready", names) if names else Fill("skip", reason=f"the request names no {records.noun}")
+        resolves = next((kind for kind, resolver in self.resolvers.items() if resolver == tool), None)
+        if key == "query" and resolves:
+            names = list(scope.entities) or [i for i in scope.ids if self._is_id(i, resolves)]
+            return Fill("ready", names) if names else Fill("skip", reason=f"the request names no {resolves}")
         if key in ("query", "q", "topic", "search"):
             about = text.topic(scope.text)
             return Fill("ready", [about]) if about else Fill("skip", reason="nothing to search for")
         if key in ("to", "email", "recipient", "address"):
             return Fill("ready", [scope.emails[0]]) if scope.emails else Fill("skip", reason="no email address given")
-        if key in ("subject", "body") and scope.emails and tool in vocabulary().messages:
+        if key in ("subject", "body") and scope.emails:
             return Fill("ready", [self.message(tool, scope.full_text, scope.emails[0])[key]])
         if key == "expression":
             return self.calculation(scope, tool)
@@ -312,8 +319,7 @@ class Planner:
         return Fill("skip", reason=f"nothing to use for {prop}")
 
     def message(self, tool: str, words: str, address: str) -> dict:
-        description = str((self.tools.get(tool) or {}).get("description") or "")
-        return vocabulary().messages[tool](words, address, description)
+        return text.message(words, address, str((self.tools.get(tool) or {}).get("description") or ""))
 
     def fill_step(self, tool: str, scope: Scope) -> Fill:
         """Argument sets for one tool: every combination of the values found (fan-out)."""
@@ -335,14 +341,17 @@ class Planner:
     def fill_order(self, order: Order, request: Scope) -> Fill:
         if order.arguments is not None:
             return Fill("ready", [order.arguments])
-        if order.target_kind == "address" and order.tool in vocabulary().messages:
+        if order.target_kind == "address":
             return Fill("ready", [self.message(order.tool, order.text, order.target)])
         if order.target_kind == "record":
-            id_property = self.records.id_properties[0]
-            if re.fullmatch(self.records.id_pattern, order.target):
-                return Fill("ready", [{id_property: order.target}])
-            found = self.resolve(order.target)
-            found.values = [{id_property: found.values[0]["id"]}] if found.status == "ready" else found.values
+            said = {text.stem(word) for word in text.tool_words(order.tool)}
+            kind = next((kind for kind in self.kinds if text.stem(kind) in said), None)
+            if kind is None:
+                return Fill("skip", reason=f"{order.tool}: no way to look up {order.target!r}")
+            if self._is_id(order.target, kind):
+                return Fill("ready", [{f"{kind}_id": order.target}])
+            found = self.resolve(order.target, kind)
+            found.values = [{f"{kind}_id": found.values[0]["id"]}] if found.status == "ready" else found.values
             return found
         if order.tool in self.tools:
             return self.fill_step(order.tool, scope_of(order.text, fallback=request))

@@ -1,18 +1,24 @@
-"""Reading text the way the scripted backend does: prompt steps, words, names, topics, arithmetic,
-and orders to call a tool.
+"""Reading text the way the scripted backend does: prompt steps, words, names, ids, topics,
+arithmetic, a message's wording, and orders to call a tool.
 
 Pure functions with deliberately plain rules (regular expressions and word lists), so a test can
-predict what the backend reads in a sentence.
+predict what the backend reads in a sentence. What particular tools add (synonyms, order phrases,
+how their results read) comes from the wording modules beside them (WORDING_MODULES).
 """
 
 import json
 import re
 from dataclasses import dataclass
 from functools import cache
+from importlib import import_module
+from types import SimpleNamespace
 
 from agents import prompt_format as fmt
-from agents.backends.scripted_vocabulary import ADDRESS, vocabulary
 
+WORDING_MODULES = ("agents.tools.crm_wording",)
+ADDRESS = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"
+NAME = r"[A-Z][\w&-]*(?:\s+[A-Z][\w&-]*)*"  # a run of capitalised words
+ID = r"\b[A-Z][A-Z0-9]*-\d+\b"  # how a record's id is written: A-100, T-2
 EMAIL_RE = re.compile(ADDRESS)
 _STEP_RE = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)(?:\([^`]*\))?`")  # `name` or `name(arguments)`
 _CLAUSE_SPLIT_RE = re.compile(r"[.;,:!?\n]")
@@ -37,33 +43,31 @@ STOPWORDS = COMMON_WORDS | frozenset(
 GENERIC_VERBS = frozenset({"get", "list", "compute", "search", "fetch", "find", "read", "by", "for", "of"})
 
 
+@cache
+def wording() -> SimpleNamespace:
+    """The wording modules merged: SYNONYMS (a request word's stem -> a word the tools use), ORDERS
+    ((tool, pattern, "address" or "record") phrases that order a call without naming the tool;
+    group 1 is the target), ANSWERS (tool -> phrase(call, said)) and SUMMARIES (tool ->
+    phrase(calls, said), one block for all of a tool's results)."""
+    parts = [import_module(path) for path in WORDING_MODULES]
+    merged = {key: {k: v for part in parts for k, v in getattr(part, key, {}).items()}
+              for key in ("SYNONYMS", "ANSWERS", "SUMMARIES")}
+    orders = [(tool, re.compile(pattern), kind) for part in parts for tool, pattern, kind in getattr(part, "ORDERS", ())]
+    return SimpleNamespace(synonyms=merged["SYNONYMS"], answers=merged["ANSWERS"], summaries=merged["SUMMARIES"],
+                           orders=orders)
+
+
 def planned_steps(system: str, tool_names) -> list[str]:
     """Backticked tool names in the playbook and skill sections, first mention first, only tools on
     offer; a mention in a clause that says not to use it ("Never call `send_email`.") is no step."""
     steps: list[str] = []
-    for body in _step_sections(system):
+    for body in fmt.step_sections(system):
         for match in _STEP_RE.finditer(body):
             name = match.group(1)
             clause = _CLAUSE_SPLIT_RE.split(body[: match.start()])[-1]
             if name in tool_names and name not in steps and not _NEGATION_RE.search(clause):
                 steps.append(name)
     return steps
-
-
-def _step_sections(system: str) -> list[str]:
-    bodies: list[str] = []
-    inside = False
-    for part in re.split(f"^{re.escape(fmt.SECTION)}", system or "", flags=re.MULTILINE)[1:]:
-        heading, _, body = part.partition("\n")
-        heading = heading.strip()
-        if heading.startswith(fmt.STEP_HEADINGS):
-            bodies.append(body)
-            inside = True
-        elif heading.startswith(fmt.NOT_STEP_HEADINGS):
-            inside = False
-        elif inside:  # a heading of the skill's own ("## Steps")
-            bodies[-1] += f"\n{heading}\n{body}"
-    return bodies
 
 
 def sentences(text: str) -> list[str]:
@@ -90,7 +94,7 @@ def tool_words(name: str) -> list[str]:
 
 
 def ids(text: str) -> list[str]:
-    return list(dict.fromkeys(re.findall(vocabulary().records.id_pattern, text or "")))
+    return list(dict.fromkeys(re.findall(ID, text or "")))
 
 
 def emails(text: str) -> list[str]:
@@ -102,7 +106,6 @@ def entities(text: str) -> list[str]:
 
     "How healthy is Acme Corp?" -> ["Acme Corp"]; "What is 10% of Acme's ARR?" -> ["Acme"].
     """
-    cleaned = EMAIL_RE.sub(" ", re.sub(vocabulary().records.id_pattern, " ", text or ""))
     found: list[str] = []
 
     def close(run: list[str]) -> None:
@@ -110,46 +113,68 @@ def entities(text: str) -> list[str]:
             found.append(" ".join(run))
         run.clear()
 
-    for sentence in sentences(cleaned):
+    for sentence in sentences(EMAIL_RE.sub(" ", re.sub(ID, " ", text or ""))):
         run: list[str] = []
         for index, raw in enumerate(sentence.split()):
-            token = raw.strip("\"'“”‘’()[]{}")
-            breaks_after = bool(re.search(r"[,;:.!?)\]}]$", raw.rstrip("\"'”’")))
-            token = token.rstrip(",;:.!?")
+            token = raw.strip("\"'“”‘’()[]{}").rstrip(",;:.!?")
             bare = _POSSESSIVE_RE.sub("", token)
             if index > 0 and bare and bare[0].isupper() and bare.lower() not in COMMON_WORDS and not (
                     len(bare) > 1 and bare.isupper()) and all(ch.isalpha() or ch in "&-" for ch in bare):
                 run.append(bare)  # ARR, NPS, SSO (acronyms) are not names
-                if _POSSESSIVE_RE.search(token) or breaks_after:  # "Acme's ARR", "Globex, Initech"
-                    close(run)
+                if _POSSESSIVE_RE.search(token) or re.search(r"[,;:.!?)\]}]$", raw.rstrip("\"'”’")):
+                    close(run)  # "Acme's ARR", "Globex, Initech"
             else:
                 close(run)
         close(run)
     return found
 
 
-_TOPIC_RES = (re.compile(r"\b(?:about|regarding|concerning)\s+(.+)", re.I), re.compile(r"\b(?:on|for)\s+(.+)", re.I))
+def _phrase_after(pattern: str, sentence: str) -> str:
+    """The words after a marker ("about the Acme renewal."), up to the sentence's end, without an article."""
+    match = re.search(pattern, sentence, re.I)
+    phrase = re.split(r"[?!\n]|\.(?:\s|$)", match.group(1))[0].strip(" .,;:\"'") if match else ""
+    return re.sub(r"^(?:the|our|a|an)\s+", "", phrase, flags=re.I)
 
 
 def topic(text: str) -> str:
     """What a search is about: the phrase after about/regarding, else the request's content words."""
     first = next(iter(sentences(text)), "")
-    for pattern in _TOPIC_RES:
-        match = pattern.search(first)
-        phrase = re.split(r"[?!\n]|\.(?:\s|$)", match.group(1))[0].strip(" .,;:\"'") if match else ""
-        phrase = re.sub(r"^(?:the|our|a|an)\s+", "", phrase, flags=re.I)
-        if phrase:
+    for pattern in (r"\b(?:about|regarding|concerning)\s+(.+)", r"\b(?:on|for)\s+(.+)"):
+        if phrase := _phrase_after(pattern, first):
             return phrase
     return " ".join(w for w in words(first) if w not in STOPWORDS and not w.isdigit())
 
 
-# --- Arithmetic -----------------------------------------------------------------------------
+def message(text: str, address: str, tool_description: str = "") -> dict:
+    """A short, polite message to `address` about whatever the ordering sentence names, signed as the
+    tool's guide asks ("sign as 'Customer Success'"): the to, subject and body of a mail."""
+    sentence = next((s for s in sentences(text) if address in s), text.strip())
+    about = re.search(r"\b(?:about|regarding|concerning|re:?)\s+(.+)", sentence.split(address, 1)[-1], re.I)
+    about = re.split(r"[?!\n]|\.(?:\s|$)", about.group(1))[0].strip(" .,;:\"'") if about else ""
+    subject = re.sub(r"^(?:the|our|a|an)\s+", "", about, flags=re.I)
+    local = re.split(r"[._+-]", address.split("@")[0])[0]
+    sign = re.search(r"\bsign(?:ed)?(?: off)? as ['\"‘“]([^'\"’”\n]{1,60})['\"’”]", tool_description or "", re.I)
+    body = (f"{f'Hi {local.capitalize()},' if local.isalpha() else 'Hello,'}\n\n"
+            f"{f'I am writing about {about}.' if about else 'I am following up on your account.'} Please let me "
+            "know if you have any questions or would like to talk it through.\n\nKind regards"
+            + (f",\n{sign.group(1).strip()}" if sign and sign.group(1).strip() else ""))
+    return {"to": address, "subject": subject[:1].upper() + subject[1:] if subject else "Following up", "body": body}
+
+
+# --- Numbers and arithmetic -----------------------------------------------------------------
 
 _NUMBER = r"\d[\d,]*(?:\.\d+)?"
 _PERCENT_OF_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:%|percent\b)\s*of\s+([^?!\n]+)", re.I)
 _WORD_OPERATORS = ((r"\bmultiplied by\b", "*"), (r"\btimes\b", "*"), (r"\bdivided by\b", "/"), (r"\bplus\b", "+"),
                    (r"\bminus\b", "-"))
 _ARITHMETIC_RE = re.compile(rf"\(*\s*{_NUMBER}\s*\)*(?:\s*[-+*/×÷x]\s*\(*\s*{_NUMBER}\s*\)*)+")
+
+
+def number_text(value) -> str:
+    """240000.0 -> "240000", 0.125 -> "0.12": how numbers read in an answer."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{value:.2f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
 
 
 def parse_number(text: str):
@@ -192,16 +217,17 @@ def wants_arithmetic(text: str) -> bool:
 # (case-insensitive): call | use | run | invoke | execute [the] [tool] `NAME` [tool], optionally
 # followed by `with {json}`, `with key=value, ...`, `(key=value, ...)` or `NAME({json})`; NAME
 # counts when it is a tool on offer, was written in backticks, or contains an underscore. Also the
-# phrases of the vocabularies (scripted_vocabulary), such as "email ADDRESS".
+# order phrases of the wording modules, such as "email ADDRESS".
 
 _CALL_RE = re.compile(
     r"\b(?:call|use|run|invoke|execute)\s+(?:the\s+)?(?:tool\s+)?(`?)([A-Za-z_][A-Za-z0-9_]*)(`?)(?:\s+tool\b)?", re.I
 )
-_WITH_RE = re.compile(r"\s*(?:with\s+(?:the\s+)?(?:arguments?|args|parameters|params|input)?\s*:?\s*)", re.I)
+_WITH_RE = re.compile(r"\s*with\s+(?:the\s+)?(?:arguments?|args|parameters|params|input)?\s*:?\s*", re.I)
 _PAIR_RE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*(.*?)\s*$", re.S)
 _PART_RE = re.compile(r"""(?:"[^"]*"|'[^']*'|[^,])+""")
 _KV_RUN_RE = re.compile(r"""(?:[A-Za-z_][A-Za-z0-9_]*\s*=\s*(?:"[^"]*"|'[^']*'|[^\s,;]+)\s*(?:,|and)?\s*)+""")
 _NOT_TARGETS = frozenset({"the", "a", "an", "and", "now", "too", "it", "this", "that"})
+_JSON = json.JSONDecoder()
 
 
 @dataclass(frozen=True)
@@ -211,33 +237,29 @@ class Order:
     tool: str
     arguments: dict | None
     target: str | None  # an address or a record (id or name) the phrase named
-    text: str  # the text the order came from, for filling arguments
+    text: str  # the sentence the order came from, for filling arguments
     span: tuple[int, int]
     target_kind: str = ""  # "address" or "record"
 
 
 def find_orders(text: str, tool_names) -> list[Order]:
-    """Every order in `text`, in the order they appear."""
-    if not text:
-        return []
-    orders = _call_orders(text, tool_names)
-    for phrase, pattern in _phrases():
-        for match in pattern.finditer(text):
-            target = match.group(1)
-            target = target.rstrip(".") if phrase.target == "address" else re.sub(r"['’]s$", "", target.strip("\"'"))
+    """Every order in `text`, in the order they appear; one order's own words are not another."""
+    orders = []
+    for match in _CALL_RE.finditer(text or ""):
+        name = match.group(2)
+        if name in tool_names or (match.group(1) and match.group(3)) or "_" in name:
+            arguments, end = _arguments_after(text, match.end())
+            orders.append(Order(name, arguments, None, _sentence_of(text, match.start(), end), (match.start(), end)))
+    for tool, pattern, kind in wording().orders:
+        for match in pattern.finditer(text or ""):
+            target = match.group(1).rstrip(".") if kind == "address" else re.sub(r"['’]s$", "", match.group(1).strip("\"'"))
             if target.lower() not in _NOT_TARGETS:
-                orders.append(Order(phrase.tool, None, target, text, match.span(), phrase.target))
-    orders.sort(key=lambda order: order.span)
+                orders.append(Order(tool, None, target, text, match.span(), kind))
     kept: list[Order] = []
-    for order in orders:
-        if not kept or order.span[0] >= kept[-1].span[1]:  # one order's own words are not another
+    for order in sorted(orders, key=lambda order: order.span):
+        if not kept or order.span[0] >= kept[-1].span[1]:
             kept.append(order)
     return kept
-
-
-@cache
-def _phrases():
-    return [(phrase, re.compile(phrase.pattern, phrase.flags)) for phrase in vocabulary().orders]
 
 
 def strip_orders(text: str, orders: list[Order]) -> str:
@@ -247,79 +269,44 @@ def strip_orders(text: str, orders: list[Order]) -> str:
     return text
 
 
-def _call_orders(text: str, tool_names) -> list[Order]:
-    found = []
-    for match in _CALL_RE.finditer(text):
-        name = match.group(2)
-        if name not in tool_names and not (match.group(1) and match.group(3)) and "_" not in name:
-            continue
-        arguments, end = _arguments_after(text, match.end())
-        found.append(Order(name, arguments, None, _sentence_of(text, match.start(), end), (match.start(), end)))
-    return found
-
-
 def _arguments_after(text: str, position: int) -> tuple[dict | None, int]:
     """Arguments written right after a tool name, and where they end."""
-    if text.startswith("(", position):
-        end = _balanced(text, position, "(", ")")
-        if end is not None:
-            return _parse_arguments(text[position + 1 : end - 1]), end
-    with_match = _WITH_RE.match(text, position)
-    if not with_match or not with_match.group(0).strip():
-        return None, position
-    start = with_match.end()
-    for opener, closer, inner in (("{", "}", 0), ("(", ")", 1)):
-        if text.startswith(opener, start):
-            end = _balanced(text, start, opener, closer)
-            if end is not None:
-                return _parse_arguments(text[start + inner : end - inner]), end
-    run = _KV_RUN_RE.match(text, start)
-    if run and "=" in run.group(0):
-        return _parse_arguments(re.sub(r"\s+and\s+", ", ", run.group(0))), run.end()
-    return None, position
-
-
-def _parse_arguments(inner: str) -> dict | None:
-    inner = inner.strip()
-    if inner.startswith("{"):
-        for candidate in (inner, inner.replace("'", '"')):
+    start = position
+    if not text.startswith("(", start):
+        said_with = _WITH_RE.match(text, start)
+        if not said_with:
+            return None, position
+        start = said_with.end()
+        run = None if text.startswith(("{", "("), start) else _KV_RUN_RE.match(text, start)
+        if run:
+            return _pairs(re.sub(r"\s+and\s+", ", ", run.group(0))), run.end()
+    inner = start + text.startswith("(", start)
+    if text.startswith("{", inner):  # JSON, or JSON written with single quotes
+        for candidate in (text, text.replace("'", '"')):
             try:
-                value = json.loads(candidate)
+                value, end = _JSON.raw_decode(candidate, inner)
             except ValueError:
                 continue
-            return value if isinstance(value, dict) else None
-        return None
+            return (value if isinstance(value, dict) else None), end + (inner > start and text.startswith(")", end))
+        return None, position
+    close = text.find(")", inner)
+    return (_pairs(text[inner:close]), close + 1) if inner > start and close != -1 else (None, position)
+
+
+def _pairs(inner: str) -> dict:
     pairs = {}
     for part in _PART_RE.findall(inner):
         match = _PAIR_RE.match(part)
         if match and match.group(2):
-            pairs[match.group(1)] = _scalar(match.group(2))
+            raw = match.group(2)
+            if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
+                pairs[match.group(1)] = raw[1:-1]
+                continue
+            try:
+                pairs[match.group(1)] = json.loads(raw)
+            except ValueError:
+                pairs[match.group(1)] = raw.rstrip(".")
     return pairs
-
-
-def _scalar(raw: str):
-    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
-        return raw[1:-1]
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw.rstrip(".")
-
-
-def _balanced(text: str, start: int, opener: str, closer: str) -> int | None:
-    """The index just past the bracket that closes the one at `start`, minding JSON strings."""
-    depth, in_string, escaped = 0, False, False
-    for index in range(start, len(text)):
-        char = text[index]
-        if in_string:
-            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
-        elif char == '"':
-            in_string = True
-        elif char in (opener, closer):
-            depth += 1 if char == opener else -1
-            if depth == 0:
-                return index + 1
-    return None
 
 
 def _sentence_of(text: str, start: int, end: int) -> str:

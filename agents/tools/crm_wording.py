@@ -1,59 +1,28 @@
-"""How the scripted backend speaks about the demo tools: the vocabulary of agents/tools/crm.py.
+"""How the scripted backend speaks about the demo tools of agents/tools/crm.py.
 
-Data for the hook in agents.backends.scripted_vocabulary: which request words mean which tools,
-how requests name accounts, which phrases order an email or a deletion, how an email is worded,
-and how each tool's result reads in an answer. Pure: no ORM, no settings.
+Read by agents.backends.scripted_text.wording: which request words mean which tools' words, which
+phrases order an email or a deletion without naming the tool, and how each tool's result reads
+in an answer. Pure: no ORM, no settings.
 """
 
 import re
 
-from agents.backends.scripted_vocabulary import ADDRESS, NAME, OrderPhrase, Records, Vocabulary, number_text
+from agents.backends.scripted_text import ADDRESS, NAME, number_text, sentences
 
-ACCOUNTS = Records(
-    noun="account", id_pattern=r"\bA-\d{3,}\b", resolver="get_account", resolver_argument="query",
-    lister="list_accounts", list_keys=("accounts", "results", "items"), name_keys=("name", "account_name"),
-    attributes={"arr": "arr", "revenue": "arr", "nps": "nps", "seats": "seats", "seat": "seats"},
-)
-_TARGET = rf"""(A-\d+|"[^"]+"|'[^']+'|{NAME}|[\w-]+)"""
-ORDERS = (
-    OrderPhrase("send_email", r"\b(?:send|write|forward)\s+(?:an?\s+|the\s+)?(?:e-?mail|message|note)\s+to\s+"
-                rf"({ADDRESS})", "address", re.I),
-    OrderPhrase("send_email", rf"\be-?mail\s+({ADDRESS})", "address", re.I),
-    # Case matters for a name (a run of capitalised words) but not for the verb around it.
-    OrderPhrase("delete_account", r"\b(?i:delete|remove)\s+(?i:the\s+)?(?i:account)\s+"
-                r"(?:(?i:named|called|for|of)\s+)?" + _TARGET, "record"),
-    OrderPhrase("delete_account", rf"\b(?i:delete|remove)\s+(?i:the\s+)?({NAME})['’]s\s+(?i:account)\b", "record"),
-)
-# Request words that name what a tool is about without using its words.
+# Request words (stems) that name what a tool or a record's field is about without using its words.
 SYNONYMS = {"risk": "health", "churn": "health", "churning": "health", "incident": "ticket", "issue": "ticket",
-            "seat": "usage"}
-
-
-# --- Emails ---------------------------------------------------------------------------------
-
-
-def email(text: str, address: str, tool_description: str = "") -> dict:
-    """A short, polite email to `address` about whatever the ordering sentence names, signed as the
-    tool's guide asks ("sign as 'Customer Success'")."""
-    sentence = next((s for s in _sentences(text) if address in s), text.strip())
-    match = re.search(r"\b(?:about|regarding|concerning|re:?)\s+(.+)", sentence.split(address, 1)[-1], re.I)
-    about = re.split(r"[?!\n]|\.(?:\s|$)", match.group(1))[0].strip(" .,;:\"'") if match else ""
-    subject = re.sub(r"^(?:the|our|a|an)\s+", "", about, flags=re.I)
-    subject = subject[:1].upper() + subject[1:] if subject else "Following up"
-    local = re.split(r"[._+-]", address.split("@")[0])[0]
-    sign = re.search(r"\bsign(?:ed)?(?: off)? as ['\"‘“]([^'\"’”\n]{1,60})['\"’”]", tool_description or "", re.I)
-    sign_as = sign.group(1).strip() if sign else ""
-    greeting = f"Hi {local.capitalize()}," if local.isalpha() else "Hello,"
-    opening = f"I am writing about {about}." if about else "I am following up on your account."
-    body = (
-        f"{greeting}\n\n{opening} Please let me know if you have any questions or would like to talk it through."
-        "\n\nKind regards" + (f",\n{sign_as}" if sign_as else "")
-    )
-    return {"to": address, "subject": subject, "body": body}
-
-
-def _sentences(text: str) -> list[str]:
-    return [part.strip() for part in re.split(r"(?<=[.!?])\s+|\n+", text or "") if part.strip()]
+            "seat": "usage", "revenue": "arr"}
+_TARGET = rf"""(A-\d+|"[^"]+"|'[^']+'|{NAME}|[\w-]+)"""
+# (tool, pattern, what group 1 is: "address" or "record").
+ORDERS = (
+    ("send_email", rf"(?i)\b(?:send|write|forward)\s+(?:an?\s+|the\s+)?(?:e-?mail|message|note)\s+to\s+({ADDRESS})",
+     "address"),
+    ("send_email", rf"(?i)\be-?mail\s+({ADDRESS})", "address"),
+    # Case matters for a name (a run of capitalised words) but not for the verb around it.
+    ("delete_account", r"\b(?i:delete|remove)\s+(?i:the\s+)?(?i:account)\s+(?:(?i:named|called|for|of)\s+)?" + _TARGET,
+     "record"),
+    ("delete_account", rf"\b(?i:delete|remove)\s+(?i:the\s+)?({NAME})['’]s\s+(?i:account)\b", "record"),
+)
 
 
 # --- Answers --------------------------------------------------------------------------------
@@ -102,13 +71,17 @@ def _account_line(record: dict, said) -> str:
     return f"{who}: {', '.join(facts)}" if facts else who
 
 
+def _rows(data) -> list[dict]:
+    return [row for row in (data if isinstance(data, list) else [data]) if isinstance(row, dict)]
+
+
 def get_account(call, said) -> str:
-    found = ACCOUNTS.rows(call.data)
+    found = _rows(call.data)
     return _account_line(found[0], said) + "." if found else "No account was found."
 
 
 def list_accounts(call, said) -> str:
-    found = ACCOUNTS.rows(call.data)
+    found = _rows(call.data)
     if not found:
         return "There are no accounts."
     return f"Accounts ({len(found)}):\n" + "\n".join(f"- {_account_line(r, said)}" for r in found)
@@ -162,7 +135,7 @@ def knowledge(call, said) -> str:
     lines = []
     for passage in passages:
         text = str(passage.get("text") or passage.get("passage") or passage.get("content") or "")
-        summary = next(iter(_sentences(text)), "")
+        summary = next(iter(sentences(text)), "")
         title, cite = passage.get("title"), passage.get("citation") or f"[{passage.get('id', '?')}]"
         lines.append(f"- {title + ': ' if title else ''}{summary} {cite}".replace("  ", " "))
     return f'What the knowledge base says about "{query}":\n' + "\n".join(lines)
@@ -180,10 +153,7 @@ def deleted(call, said) -> str:
     return f"The account {said.label(account_id)} was deleted."
 
 
-VOCABULARY = Vocabulary(
-    synonyms=SYNONYMS, records=ACCOUNTS, orders=ORDERS, messages={"send_email": email},
-    answers={"get_account": get_account, "list_accounts": list_accounts, "get_usage_trend": usage,
-             "list_open_tickets": tickets, "calculator": calculator, "search_knowledge": knowledge,
-             "send_email": sent, "delete_account": deleted},
-    summaries={"compute_health_score": health},
-)
+ANSWERS = {"get_account": get_account, "list_accounts": list_accounts, "get_usage_trend": usage,
+           "list_open_tickets": tickets, "calculator": calculator, "search_knowledge": knowledge, "send_email": sent,
+           "delete_account": deleted}
+SUMMARIES = {"compute_health_score": health}

@@ -847,11 +847,12 @@ def test_the_backend_code_names_no_demo_tool_and_imports_no_run_module():
         assert not {name for name in imported if name.split(".")[0] == "runs"}, path.name
 
 
-def test_the_demo_tools_words_come_from_the_vocabulary_beside_them():
-    from agents.backends.scripted_vocabulary import vocabulary
+def test_the_demo_tools_words_come_from_the_wording_beside_them():
+    from agents.backends.scripted_text import WORDING_MODULES, wording
     from agents.tools import crm_wording
 
-    words = vocabulary()
-    assert words.records is crm_wording.ACCOUNTS
+    words = wording()
+    assert WORDING_MODULES == ("agents.tools.crm_wording",)
     assert set(words.answers) | set(words.summaries) == {tool["name"] for tool in demo_tools()}
-    assert words.synonyms["churn"] == "health" and set(words.messages) == {"send_email"}
+    assert words.synonyms["churn"] == "health" and words.answers["send_email"] is crm_wording.sent
+    assert {tool for tool, _, _ in words.orders} == {"send_email", "delete_account"}
