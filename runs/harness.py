@@ -1,9 +1,18 @@
 """One step of the agent loop. Pure: (state, snapshot, deps) -> StepResult. No ORM, no Celery.
 
-A step is the start screening, one model call, or one batch of tool calls (runs.tool_batch). It
-returns the new state, the trace events it produced and an outcome; runs.services persists all
-three at once. The state goes in and comes out as stored (RunState.to_json()); inside the step it
-is a RunState (runs.state).
+A step is one model call and the read-only tool calls it asked for (the first step also applies
+the start: screening, policies, skills). The calls at the head of the model's reply that the gate
+allows and that have no side effect run in the same step, and are checkpointed with the model
+call; the first call that has a side effect, needs a person or is refused ends the step there,
+and the next step runs the rest of the batch (runs.tool_batch), each call through the gate again.
+So a redelivered step repeats the model call and those read-only calls, never a side effect: a
+side effect runs only in a batch step of its own, through the outbox, and a call that waits for
+a person parks at that step's checkpoint. If the model call spent the token budget or the
+deadline passed, the step ends after the model call and the next one stops the run.
+
+A step returns the new state, the trace events it produced and an outcome; runs.lifecycle
+persists all three at once. The state goes in and comes out as stored (RunState.to_json());
+inside the step it is a RunState (runs.state).
 """
 
 import json
@@ -63,15 +72,27 @@ def _advance(state: RunState, snapshot: dict, deps: Deps, events: list, *, run_i
             return blocked
     if cancel_requested:
         return Finish(RunStatus.CANCELLED, message="cancelled at the caller's request")
-    if deadline is not None and deps.now() >= deadline:
-        return Finish(RunStatus.STOPPED, stop_reason=StopReason.DEADLINE)
-    if state.input_tokens + state.output_tokens >= agent["max_tokens"]:
-        return Finish(RunStatus.STOPPED, stop_reason=StopReason.TOKEN_BUDGET)
+    if (spent := _spent(state, agent, deps, deadline)) is not None:
+        return spent
     if state.pending:
         return run_tools(state, snapshot, deps, events, run_id=run_id, decisions=decisions)
     if state.turns >= agent["max_turns"]:
         return Finish(RunStatus.STOPPED, stop_reason=StopReason.MAX_TURNS)
-    return _call_model(state, snapshot, deps, events)
+    outcome = _call_model(state, snapshot, deps, events)
+    if not state.pending or _spent(state, agent, deps, deadline) is not None:
+        return outcome
+    # The read-only calls the model asked for go with it (no approval can have been asked for
+    # calls made just now, so no decisions are consulted).
+    return run_tools(state, snapshot, deps, events, run_id=run_id, decisions={}, read_only=True)
+
+
+def _spent(state: RunState, agent: dict, deps: Deps, deadline: float | None) -> Finish | None:
+    """The run's end when its deadline has passed or its tokens are spent."""
+    if deadline is not None and deps.now() >= deadline:
+        return Finish(RunStatus.STOPPED, stop_reason=StopReason.DEADLINE)
+    if state.input_tokens + state.output_tokens >= agent["max_tokens"]:
+        return Finish(RunStatus.STOPPED, stop_reason=StopReason.TOKEN_BUDGET)
+    return None
 
 
 def _begin(state: RunState, snapshot: dict, events: list) -> Finish | None:

@@ -101,7 +101,8 @@ def receipt_body(run: Run) -> dict:
         "tool_calls": [
             {k: c[k] for k in ("name", "ok", "code", "duration_ms", "approval_id")} for c in state.get("tool_log", [])
         ],
-        "approvals": approvals_of(run.id),
+        # A run that never parked has no approval requests: no query for them (see RunState.parks).
+        "approvals": approvals_of(run.id) if state.get("parks", 1) else [],
         "trace": {"events": events, "head": head},
         "totals": {
             "llm_calls": run.llm_calls,

@@ -98,7 +98,9 @@ def test_a_run_calls_the_model_then_its_tools_then_answers():
     tools = Tools()
     results = run_to_end(harness.initial_state("How is A-100?"), snapshot(),
                          deps(Model([("get_account", {"account_id": "A-100"})], "A-100 is fine."), tools))
-    assert [type(r.outcome) for r in results] == [harness.Continue, harness.Continue, harness.Finish]
+    # The read-only call goes in the step of the model call that asked for it: two steps, not three.
+    assert [type(r.outcome) for r in results] == [harness.Continue, harness.Finish]
+    assert [kind for kind, _ in results[0].events] == ["model_call", "tool_call"]
     assert results[-1].outcome == harness.Finish(RunStatus.SUCCEEDED, output="A-100 is fine.")
     state = results[-1].state
     assert state["version"] == VERSION and state["phase"] == "done"
@@ -112,7 +114,7 @@ def test_a_step_leaves_the_state_it_was_given_as_it_was():
     state = harness.initial_state("How is A-100?")
     before = copy.deepcopy(state)
     result = step(state, snapshot(), deps(Model([("get_account", {"account_id": "A-100"})])))
-    assert state == before and result.state["pending"] and not state["pending"]
+    assert state == before and result.state["tool_log"] and not state["tool_log"]
 
 
 def test_an_intent_guard_ends_the_run_blocked_before_any_model_call():
@@ -154,6 +156,9 @@ def test_an_untrusted_result_taints_the_run_and_the_side_effect_after_it_waits()
     tools = Tools()
     model = Model([("list_open_tickets", {"account_id": "A-100"}), ("delete_account", {"account_id": "A-100"})])
     first = step(harness.initial_state("Tidy up A-100."), snapshot(), deps(model, tools))
+    # The read-only call ran with the model call; the side effect waits for a step of its own.
+    assert tools.ran == [("list_open_tickets", None)] and [c["name"] for c in first.state["pending"]] == ["delete_account"]
+    assert isinstance(first.outcome, harness.Continue) and [k for k, _ in first.events][-2:] == ["tool_call", "tainted"]
     batch = step(first.state, snapshot(), deps(model, tools))
     assert tools.ran == [("list_open_tickets", None)]  # no policy asks: the taint alone parks the delete
     assert batch.state["tainted"] and batch.state["taint_reasons"] == ["result of list_open_tickets: untrusted source"]
@@ -207,7 +212,7 @@ def test_a_cancel_or_a_passed_deadline_ends_the_run_before_the_model_is_called(c
 def test_the_tool_budget_stops_the_batch():
     model = Model([("get_account", {"account_id": "A-1"}), ("get_account", {"account_id": "A-2"})])
     snap = snapshot(max_tool_calls=1)
-    result = step(step(harness.initial_state("Two."), snap, deps(model)).state, snap, deps(model))
+    result = step(harness.initial_state("Two."), snap, deps(model))
     assert result.outcome == harness.Finish(RunStatus.STOPPED, stop_reason="tool_budget")
     assert result.state["tool_calls"] == 1 and len(result.state["pending"]) == 1
 
@@ -243,3 +248,34 @@ def test_a_state_stored_before_it_had_a_version_reads_as_layout_one():
 def test_a_state_of_an_unknown_version_is_refused():
     with pytest.raises(UnknownStateVersion, match="version 2"):
         RunState.from_json(harness.initial_state("Hi.") | {"version": 2})
+
+
+def test_a_read_only_call_that_needs_a_person_is_not_run_with_the_model_call():
+    """Only calls the gate allows go with the model call; one that waits parks in its own step."""
+    reads = PolicySpec(id=9, name="reads-need-secops", type="tool_approval", version=1,
+                       target_tools=("get_account",), approver_role="secops").to_dict()
+    snap, tools = snapshot(policies=[reads]), Tools()
+    model = Model([("get_account", {"account_id": "A-1"})])
+    first = step(harness.initial_state("Show A-1."), snap, deps(model, tools))
+    assert isinstance(first.outcome, harness.Continue) and tools.ran == [] and len(first.state["pending"]) == 1
+    assert isinstance(step(first.state, snap, deps(model, tools)).outcome, harness.Park) and tools.ran == []
+
+
+def test_the_calls_after_one_the_gate_refuses_wait_for_the_batch_step():
+    tools = Tools()
+    model = Model([("get_account", {"account_id": "A-1"}), ("no_such_tool", {}), ("get_account", {"account_id": "A-2"})],
+                  "Done.")
+    first = step(harness.initial_state("Go."), snapshot(), deps(model, tools))
+    assert [c["name"] for c in first.state["pending"]] == ["no_such_tool", "get_account"] and len(tools.ran) == 1
+    batch = step(first.state, snapshot(), deps(model, tools))
+    assert [kind for kind, _ in batch.events] == ["tool_refused", "tool_call", "tool_call"] and len(tools.ran) == 2
+
+
+def test_a_model_call_that_spends_the_token_budget_runs_none_of_its_tools():
+    tools = Tools()
+    snap = snapshot(max_tokens=15)  # one model call uses 15
+    first = step(harness.initial_state("Go."), snap, deps(Model([("get_account", {"account_id": "A-1"})]), tools))
+    assert isinstance(first.outcome, harness.Continue) and tools.ran == [] and first.state["pending"]
+    assert step(first.state, snap, deps(Model(), tools)).outcome == harness.Finish(RunStatus.STOPPED,
+                                                                                  stop_reason="token_budget")
+    assert tools.ran == []

@@ -79,18 +79,37 @@ def test_a_call_parked_again_finds_its_request_instead_of_a_second_one(demo):
     assert ApprovalRequest.objects.filter(run=run).count() == 2
 
 
-def test_the_start_goes_with_the_first_model_call(demo):
-    """A step is one model call or one batch of tool calls: the start's screening, policies and
-    skill matching are checkpointed with the first model call, not as a step of their own."""
+def test_the_start_goes_with_the_first_model_call_and_read_only_calls_with_theirs(demo):
+    """A step is one model call and the read-only tool calls it asked for: the start's screening,
+    policies and skill matching are checkpointed with the first model call, and each read-only
+    call with the model call that asked for it, not as steps of their own."""
     run, _ = services.run_start(agent_slug="crm-assistant", input_text="How healthy is Acme Corp?",
                                 caller=User.objects.get(username="operator"))
     services.run_advance(run_id=run.id)
     run.refresh_from_db()
     assert run.status == "succeeded" and run.tool_calls > 0
     first_step = list(run.events.filter(step=0).values_list("kind", flat=True))
-    assert "skill_activated" in first_step and "model_call" in first_step
-    batches = run.events.filter(kind="model_call").count() - 1  # every model call but the answer asked for tools
-    assert run.step == run.llm_calls + batches
+    assert "skill_activated" in first_step and "model_call" in first_step and "tool_call" in first_step
+    assert run.step == run.llm_calls
+    for step in range(run.step):
+        kinds = [k for k in run.events.filter(step=step).order_by("seq").values_list("kind", flat=True)
+                 if k in ("model_call", "tool_call")]
+        assert kinds[0] == "model_call" and kinds.count("model_call") == 1, (step, kinds)
+
+
+def test_a_side_effect_waits_for_a_step_after_the_model_call_that_asked_for_it(demo):
+    """A read-only call goes with its model call (get_account here); a side effect (the delete the
+    next reply asks for) does not: it parks in a step of its own, so a redelivered model step can
+    never repeat it."""
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text="Delete the account Initech.",
+                                caller=User.objects.get(username="operator"))
+    services.run_advance(run_id=run.id)
+    run.refresh_from_db()
+    assert run.status == "awaiting_approval"
+    asked = run.events.get(kind="approval_requested")
+    model_steps = set(run.events.filter(kind="model_call").values_list("step", flat=True))
+    assert asked.step not in model_steps and asked.data["tool"] == "delete_account"
+    assert run.events.filter(kind="tool_call", step__in=model_steps).exists()
 
 
 def test_the_embedded_default_names_its_worker_by_host_and_process(demo, django_capture_on_commit_callbacks):
