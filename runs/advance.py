@@ -1,6 +1,10 @@
 """The worker loop: claim the run, take steps outside any transaction, checkpoint each step in one
 short transaction, and stop when the run parks, ends or its time slice is used (then release it
 to the queue). A duplicate message finds nothing to claim.
+
+While the worker holds the run, a heartbeat renews its short lease (runs.lease), however long a
+step takes. A process that is shutting down stops after the current step and releases the run
+at once, so another worker takes it up without waiting for the lease to lapse.
 """
 
 import logging
@@ -18,15 +22,17 @@ from agents.tools.envelopes import ToolContext
 from governance import redaction
 from governance.selectors import granted_tool_names
 from runs import harness
+from runs.lease import Heartbeat, shutting_down
 from runs.lifecycle import run_checkpoint, run_claim, run_finish, run_release
 from runs.models import ApprovalRequest, Run
-from runs.outbox import side_effect_execute
-from runs.states import RunStatus
+from runs.outbox import UnknownOutcome, side_effect_execute
+from runs.queue import enqueue
+from runs.states import ErrorCode, RunStatus
 
 logger = logging.getLogger(__name__)
 
 
-def _deps(run: Run) -> harness.Deps:
+def _deps(run: Run, worker: str) -> harness.Deps:
     snapshot = run.snapshot
     chain = profile_chain(snapshot["agent"]["model_profile"])
     caller = snapshot["caller"]["username"]
@@ -34,7 +40,8 @@ def _deps(run: Run) -> harness.Deps:
     def execute(call: dict, *, side_effect: bool, approval_id: str | None) -> dict:
         tool = snapshot["tools"][call["name"]]
         if side_effect:
-            return side_effect_execute(run_id=str(run.id), caller=caller, tool=tool, call=call, approval_id=approval_id)
+            return side_effect_execute(run_id=str(run.id), caller=caller, tool=tool, call=call, approval_id=approval_id,
+                                       worker=worker)
         return dispatch(tool=tool, arguments=call["arguments"], ctx=ToolContext(str(run.id), caller))
 
     return harness.Deps(
@@ -60,6 +67,10 @@ def run_advance(*, run_id: str, worker: str | None = None, known: Run | None = N
     """Advance the run for one time slice. `known`: the run as this process just wrote it (see
     runs.queue.enqueue)."""
     worker = worker or f"w-{uuid.uuid4().hex[:12]}"
+    if shutting_down():
+        if not settings.CELERY_TASK_ALWAYS_EAGER:  # in-process, the reconciler takes it up (no loop here)
+            enqueue(run_id)  # not claimed: the message goes back for a worker that stays
+        return
     run = run_claim(run_id, worker, known=known)
     if run is None:
         return  # parked, finished, or owned by a live worker: a duplicate delivery is a no-op
@@ -68,7 +79,12 @@ def run_advance(*, run_id: str, worker: str | None = None, known: Run | None = N
             run_finish(run, harness.Finish(RunStatus.FAILED, error="internal",
                                            message=f"step {run.step} was attempted {run.deliveries} times without finishing"))
         return
-    deps = _deps(run)
+    with Heartbeat(run.id, worker) as beat:
+        _advance(run, worker, beat)
+
+
+def _advance(run: Run, worker: str, beat: Heartbeat) -> None:
+    deps = _deps(run, worker)
     slice_ends = time.monotonic() + settings.WARRANT["TIME_SLICE_SECONDS"]
     while True:
         # The cancel flag as the claim or the last checkpoint knew it: a cancel stops the run at
@@ -80,6 +96,14 @@ def run_advance(*, run_id: str, worker: str | None = None, known: Run | None = N
             )
         except (DatabaseError, SoftTimeLimitExceeded):
             raise  # infrastructure, not the run: abandon the step; redelivery or the reconciler retries it
+        except UnknownOutcome as exc:  # a side effect that may have happened: a person checks, nothing re-sends it
+            logger.error("run %s: %s", run.id, exc)
+            effect = exc.effect
+            result = harness.StepResult(
+                run.state, harness.Finish(RunStatus.FAILED, error=ErrorCode.INTERNAL, message=f"unknown_outcome: {exc}"),
+                events=[("side_effect_unknown", {"tool": effect.tool, "idempotency_key": effect.idempotency_key,
+                                                 "arguments": effect.arguments, "attempts": effect.attempts,
+                                                 "approval_id": str(effect.approval_id) if effect.approval_id else None})])
         except Exception as exc:  # a bug in a step ends the run failed, recorded, with its receipt
             logger.exception("run %s crashed in step %s", run.id, run.step)
             result = harness.StepResult(run.state, harness.Finish(RunStatus.FAILED, error="internal",
@@ -87,6 +111,8 @@ def run_advance(*, run_id: str, worker: str | None = None, known: Run | None = N
         run = run_checkpoint(run, worker, result)
         if run is None or run.status != RunStatus.RUNNING:
             return
-        if time.monotonic() >= slice_ends:
+        if beat.lost:
+            return  # another worker holds the run now (the checkpoint above could not have matched)
+        if shutting_down() or time.monotonic() >= slice_ends:
             run_release(run, worker)
             return

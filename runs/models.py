@@ -156,12 +156,18 @@ class ApprovalRequest(models.Model):
 
 
 class SideEffect(models.Model):
-    """The outbox: a side-effecting call is recorded under its idempotency key before it runs."""
+    """The outbox: a side-effecting call is recorded under its idempotency key before it runs.
+
+    executing: claimed by a worker (claimed_by) until claim_expires_at, which its heartbeat
+    renews; the call is in flight, outside any transaction. unknown: the worker died during the
+    call, and the tool cannot be told to act at most once: it is not sent again (runs.outbox)."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
+        EXECUTING = "executing"
         DONE = "done"
         FAILED = "failed"
+        UNKNOWN = "unknown"
 
     idempotency_key = models.CharField(max_length=128, unique=True)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="side_effects")
@@ -171,6 +177,8 @@ class SideEffect(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     result = models.JSONField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    claimed_by = models.CharField(max_length=64, blank=True, help_text="The worker executing the call.")
+    claim_expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     completed_at = models.DateTimeField(null=True, blank=True)
 

@@ -1,14 +1,21 @@
 """The reconciler: overdue approval requests expire, and lost work goes back on the queue.
 
-Celery beat runs it (runs.run_reconcile) where there is a broker; without one, the embedded
-ticker does (runs.ticker). Never a read: looking at a run or a queue changes nothing.
+Celery beat runs it (runs.run_reconcile) where there is a broker, and so does a ticker in every
+worker; without one, the embedded ticker does (runs.ticker). Never a read: looking at a run or a
+queue changes nothing.
+
+How soon a dead worker's run moves again: its last lease renewal (runs.lease: every
+WARRANT["HEARTBEAT_SECONDS"], 5 s) plus the lease (WARRANT["LEASE_SECONDS"], 15 s) plus at most
+one reconciler interval (5 s): about 20 s at most at the defaults, within the 30 s goal.
 """
 
 import os
 import socket
+from contextlib import contextmanager
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from runs.approvals import approval_expire_due
@@ -27,6 +34,13 @@ def run_reconcile(*, queued_grace_seconds: int | None = None) -> dict:
     restart, a flush). Enqueueing either again is safe: the claim is compare-and-set, so a message
     for a run someone owns is a no-op.
     """
+    with _one_at_a_time() as ours:
+        if not ours:
+            return {"skipped": True, "expired_approvals": 0, "lost_leases": 0, "stale_queued": 0, "witness": None}
+        return _reconcile(queued_grace_seconds)
+
+
+def _reconcile(queued_grace_seconds: int | None) -> dict:
     now = timezone.now()
     if queued_grace_seconds is None:
         queued_grace_seconds = settings.WARRANT["QUEUED_GRACE_SECONDS"]
@@ -41,6 +55,27 @@ def run_reconcile(*, queued_grace_seconds: int | None = None) -> dict:
     # A witness sink that was down when runs sealed is brought up to the chain's head.
     caught_up = witness_catch_up()
     return {"expired_approvals": expired, "lost_leases": len(lost), "stale_queued": len(stale), "witness": caught_up}
+
+
+@contextmanager
+def _one_at_a_time():
+    """On PostgreSQL, one reconciler at a time across every process (beat and each worker's
+    ticker); a tick that finds another running skips. Elsewhere (SQLite: one host) always ours."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        yield True
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [_RECONCILE_LOCK])
+        ours = cursor.fetchone()[0]
+    try:
+        yield ours
+    finally:
+        if ours:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [_RECONCILE_LOCK])
+
+
+_RECONCILE_LOCK = 0x57524543  # "WREC"
 
 
 def _runs_here(owner: str) -> bool:

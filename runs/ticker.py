@@ -9,9 +9,15 @@ their own handler) do not; tests call runs.reconcile.run_reconcile directly. It 
 broker is configured (beat runs the reconciler then) and when the setting is 0. Several web
 processes may each tick: the reconciler's writes are compare-and-set, so a second one finds
 nothing left to do. A run it takes up advances on this thread, as the embedded worker would.
+
+With a broker, every Celery worker runs the same ticker too (start_worker_reconciler, from
+warrant.celery when the worker is ready), every WARRANT["WORKER_RECONCILE_SECONDS"], beside beat:
+a run whose worker died is taken up within seconds even while beat is down or being restarted.
+Ticks of many workers do not pile up: on PostgreSQL one tick at a time runs (runs.reconcile).
 """
 
 import logging
+import random
 import threading
 
 from django.conf import settings
@@ -35,15 +41,30 @@ def start_embedded_reconciler() -> threading.Thread | None:
     return _started
 
 
-def _tick_forever(seconds: float) -> None:
+def start_worker_reconciler() -> threading.Thread | None:
+    """In a Celery worker's main process: the reconciler's ticker, unless the setting is 0."""
+    global _started
+    seconds = float(settings.WARRANT.get("WORKER_RECONCILE_SECONDS", 5))
+    if settings.CELERY_TASK_ALWAYS_EAGER or seconds <= 0:
+        return None
+    with _lock:
+        if _started is None or not _started.is_alive():
+            _started = threading.Thread(target=_tick_forever, args=(seconds, 0.2), name="warrant-reconciler",
+                                        daemon=True)
+            _started.start()
+    return _started
+
+
+def _tick_forever(seconds: float, jitter: float = 0.0) -> None:
     from runs.reconcile import run_reconcile
 
     stop = threading.Event()  # never set: the thread ends with its process
-    while not stop.wait(seconds):
+    # Workers started together drift apart instead of ticking in step.
+    while not stop.wait(seconds * (1 + random.uniform(-jitter, jitter))):
         close_old_connections()
         try:
             done = run_reconcile()
-            if done["expired_approvals"] or done["lost_leases"] or done["stale_queued"]:
+            if done.get("expired_approvals") or done.get("lost_leases") or done.get("stale_queued"):
                 logger.info("reconciler: %s", done)
         except Exception:  # a tick that fails (a locked database, a bug) must not end the ticker
             logger.exception("the embedded reconciler's tick failed; the next one tries again")

@@ -1,9 +1,73 @@
+"""The Celery app, and what a worker does when it starts and when it is asked to stop.
+
+- Warm shutdown (SIGTERM to the worker, a deploy): the runs its processes advance stop after their
+  current step and go back to the queue at once (runs.lease.request_shutdown), instead of waiting
+  for their lease to lapse. In the prefork pool the task runs in a child process, which Celery's
+  signal does not reach: the main process passes it on as SIGTERM, and a child that is advancing a
+  run takes SIGTERM as that request (one that is not dies at once, as Celery's children do). A
+  process that must stop now is sent SIGKILL, or SIGTERM again (a cold shutdown) more than
+  RELAY_SECONDS after the first; its run's lease lapses and the reconciler hands the run to
+  another worker within seconds.
+- Every worker runs the reconciler on a ticker of its own (runs.ticker), beside beat, so a dead
+  worker's runs are taken up even while beat is down.
+"""
+
 import os
+import signal
+import time
 
 from celery import Celery
+from celery.signals import worker_process_init, worker_ready, worker_shutting_down
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "warrant.settings")
+
+RELAY_SECONDS = 2.0  # a second SIGTERM later than this after the first stops a busy pool process at once
 
 app = Celery("warrant")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_shutting_down.connect
+def _hand_runs_back(**_) -> None:
+    from runs.lease import request_shutdown
+
+    request_shutdown()
+    try:
+        from billiard.process import active_children
+    except ImportError:  # pragma: no cover  (billiard comes with Celery)
+        return
+    for child in active_children():
+        try:
+            os.kill(child.pid, signal.SIGTERM)
+        except (ProcessLookupError, TypeError):
+            pass
+
+
+@worker_process_init.connect
+def _stop_after_the_step(**_) -> None:
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+_first_sigterm: list[float] = []
+
+
+def _on_sigterm(signum, frame) -> None:
+    from runs.lease import advancing, request_shutdown
+
+    now = time.monotonic()
+    if advancing() and (not _first_sigterm or now - _first_sigterm[0] < RELAY_SECONDS):
+        # The first (and the main process's relay of it, which follows at once): the run in hand
+        # stops after its step and is released, then the task returns.
+        _first_sigterm[:1] = _first_sigterm[:1] or [now]
+        request_shutdown()
+        return
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # idle, or told again later: stop now
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+@worker_ready.connect
+def _start_reconciler(**_) -> None:
+    from runs.ticker import start_worker_reconciler
+
+    start_worker_reconciler()

@@ -28,6 +28,7 @@ READ_ONLY = {"get", "head", "options"}
 MAX_DOCUMENT_BYTES = 5 * 1024 * 1024
 MAX_RESPONSE_BYTES = 1024 * 1024
 MAX_REF_DEPTH = 12
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 class DocumentError(ValueError):
@@ -155,8 +156,11 @@ def _operation(document, method, path, operation, shared) -> Operation:
     operation = _resolve(document, operation)
     params = {(p["name"], p["in"]): p for p in shared + operation.get("parameters", []) if p.get("in") != "cookie"}
     properties, required, places = {}, [], {}
+    # An operation that declares an Idempotency-Key header says its service honours one: the
+    # outbox supplies it (the side effect's key), not the model.
+    declares_key = any(where == "header" and name.lower() == IDEMPOTENCY_HEADER.lower() for name, where in params)
     for (name, where), param in params.items():
-        if where == "header" and name.lower() in ("authorization", "content-type", "accept"):
+        if where == "header" and name.lower() in ("authorization", "content-type", "accept", IDEMPOTENCY_HEADER.lower()):
             continue
         key = name if name not in properties else f"{where}_{name}"
         schema = _schema(param.get("schema", {"type": "string"}))
@@ -184,7 +188,8 @@ def _operation(document, method, path, operation, shared) -> Operation:
         name=_name(operation, method, path),
         description=(text or f"{method.upper()} {path}")[:4000],
         input_schema=schema,
-        binding={"method": method.upper(), "path": path, "params": places, "body": has_body},
+        binding={"method": method.upper(), "path": path, "params": places, "body": has_body}
+        | ({"idempotency_key": True} if declares_key else {}),
         read_only=method in READ_ONLY,
     )
 
@@ -197,7 +202,9 @@ def default_base_url(source: ToolSource, document: dict) -> str:
     return urljoin(source.url or "", first.get("url", "/"))
 
 
-def call(source: ToolSource, *, binding: dict, arguments: dict, timeout: float):
+def call(source: ToolSource, *, binding: dict, arguments: dict, timeout: float, idempotency_key: str = ""):
+    """`idempotency_key`: the side effect's key (runs.outbox), sent as the Idempotency-Key header,
+    so a service that honours it acts once however often the call reaches it."""
     base = source.base_url
     if not base:
         raise ToolError("tool_unavailable", "the source has no base URL; set one and sync")
@@ -220,6 +227,8 @@ def call(source: ToolSource, *, binding: dict, arguments: dict, timeout: float):
     if not tool_host_allowed(url):  # checked at every call: the allowed hosts may have narrowed since the sync
         raise ToolError("tool_unavailable", "the source's host is not among the hosts this deployment allows "
                                             "(WARRANT_TOOL_ALLOWED_HOSTS)")
+    if idempotency_key:
+        headers[IDEMPOTENCY_HEADER] = idempotency_key
     content = json.dumps(arguments["body"]).encode() if binding["body"] and "body" in arguments else None
     if content is not None:
         headers["Content-Type"] = "application/json"

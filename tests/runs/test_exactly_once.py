@@ -1,12 +1,18 @@
 """Redelivery and replay: with on-commit tasks held back, the test plays the worker by hand."""
 
+import threading
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth.models import User
+from django.db import connections, transaction
+from django.utils import timezone
 
-from agents.models import CrmAccount
+from agents.models import CrmAccount, SentEmail, Tool
+from agents.tools.envelopes import ToolContext
 from runs import services
 from runs.models import ApprovalRequest, Run, SideEffect
-from runs.outbox import side_effect_execute
+from runs.outbox import UnknownOutcome, idempotency_key, side_effect_execute
 
 pytestmark = pytest.mark.django_db
 
@@ -88,3 +94,104 @@ def test_a_step_that_keeps_dying_fails_the_run_after_the_delivery_limit(demo, se
     run.refresh_from_db()
     assert (run.status, run.error) == ("failed", "internal")
     assert hasattr(run, "receipt")
+
+
+# --- a worker that died between the call and its record ----------------------------------------
+
+def keyed_delete(args: dict, ctx) -> dict:
+    """A side effect that honours its idempotency key: a second send under a key finds the first."""
+    SentEmail.objects.get_or_create(idempotency_key=ctx.idempotency_key,
+                                    defaults={"to": "ops@example.com", "subject": "delete", "body": args["account_id"]})
+    return {"account_id": args["account_id"], "deleted": True}
+
+
+keyed_delete.honours_idempotency_key = True
+OBSERVED: list[dict] = []
+
+
+def observing_delete(args: dict, ctx) -> dict:
+    """Records, while it runs, whether it is inside a transaction and what another connection sees."""
+    seen = {}
+
+    def look():
+        seen.update(SideEffect.objects.filter(idempotency_key=ctx.idempotency_key).values("status", "claimed_by").first()
+                    or {})
+        connections.close_all()
+
+    reader = threading.Thread(target=look)
+    reader.start()
+    reader.join()
+    OBSERVED.append({"in_transaction": transaction.get_connection().in_atomic_block, **seen})
+    return {"account_id": args["account_id"], "deleted": True}
+
+
+def _died_mid_call(run: Run) -> tuple[dict, dict]:
+    """The state a worker leaves when it dies after sending the approved call, before recording it."""
+    call = Run.objects.get(id=run.id).state["pending"][0]
+    key = idempotency_key(run_id=str(run.id), call=call)
+    SideEffect.objects.create(idempotency_key=key, run=run, tool=call["name"], arguments=call["arguments"],
+                              approval=ApprovalRequest.objects.get(run=run), status="executing", attempts=1,
+                              claimed_by="dead-host:1", claim_expires_at=timezone.now() - timedelta(seconds=1))
+    return call, {"key": key}
+
+
+def test_a_call_whose_worker_died_mid_call_is_not_sent_again_to_a_tool_that_cannot_dedupe(demo):
+    run = _parked_delete(demo)
+    _approve(run)
+    _, found = _died_mid_call(run)
+    services.run_advance(run_id=run.id)
+    run.refresh_from_db()
+    # delete_account cannot be told "at most once": it is not called again, and a person must look.
+    assert CrmAccount.objects.filter(account_id="A-300").exists()
+    assert (run.status, run.error) == ("failed", "internal") and run.error_message.startswith("unknown_outcome")
+    effect = SideEffect.objects.get(idempotency_key=found["key"])
+    assert (effect.status, effect.attempts, effect.result["code"]) == ("unknown", 1, "unknown_outcome")
+    [unknown] = run.events.filter(kind="side_effect_unknown")
+    assert unknown.data["tool"] == "delete_account" and unknown.data["idempotency_key"] == found["key"]
+    assert hasattr(run, "receipt")
+    # A later delivery of the same step does not send it either.
+    assert side_effect_execute_raises(run, found["key"])
+
+
+def side_effect_execute_raises(run: Run, key: str) -> bool:
+    effect = SideEffect.objects.get(idempotency_key=key)
+    call = {"id": key.rsplit(":", 1)[1], "name": effect.tool, "arguments": effect.arguments}
+    try:
+        side_effect_execute(run_id=str(run.id), caller="operator", tool=run.snapshot["tools"][effect.tool], call=call,
+                            approval_id=None, worker="another:2")
+    except UnknownOutcome:
+        return True
+    return False
+
+
+def test_a_call_whose_worker_died_mid_call_is_sent_again_under_its_key_to_a_tool_that_honours_it(demo):
+    Tool.objects.filter(name="delete_account").update(handler=f"{__name__}.keyed_delete")
+    run = _parked_delete(demo)
+    _approve(run)
+    call, found = _died_mid_call(run)
+    # The first send reached the tool before the worker died.
+    keyed_delete(call["arguments"], ToolContext(str(run.id), "operator", found["key"]))
+    services.run_advance(run_id=run.id)
+    run.refresh_from_db()
+    assert run.status == "succeeded"
+    effect = SideEffect.objects.get(idempotency_key=found["key"])
+    assert (effect.status, effect.attempts, effect.claimed_by) == ("done", 2, "")
+    assert SentEmail.objects.filter(idempotency_key=found["key"]).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_claim_is_committed_before_the_call_which_runs_outside_any_transaction(demo):
+    Tool.objects.filter(name="delete_account").update(handler=f"{__name__}.observing_delete")
+    OBSERVED.clear()
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text="Delete the account Initech.",
+                                caller=User.objects.get(username="operator"))
+    run.refresh_from_db()
+    assert run.status == "awaiting_approval"
+    _approve(run)  # the run resumes in-process once the decision commits
+    run.refresh_from_db()
+    assert run.status == "succeeded"
+    [seen] = OBSERVED
+    assert seen["in_transaction"] is False
+    assert seen["status"] == "executing" and seen["claimed_by"]  # another connection saw the committed claim
+    effect = SideEffect.objects.get(run=run)
+    assert (effect.status, effect.attempts, effect.claimed_by, effect.claim_expires_at) == ("done", 1, "", None)

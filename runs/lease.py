@@ -1,0 +1,125 @@
+"""A worker's hold on the run it advances: a short lease, renewed by a heartbeat while it works.
+
+The lease is short (WARRANT["LEASE_SECONDS"], 15 s by default) so that a run whose worker died is
+taken up again within seconds: the reconciler re-enqueues a running run whose lease lapsed, and
+the next claim takes it over. A step may legitimately take much longer than the lease (a model
+that thinks for minutes, a slow tool): while the worker advances the run, a heartbeat thread
+renews the lease every WARRANT["HEARTBEAT_SECONDS"] (5 s), and the side effect it is executing
+with it (runs.outbox), so a live worker never loses its run and a slow call is never run twice.
+
+The renewal is one conditional UPDATE on (id, lease_owner, status): it renews only a lease this
+worker still holds, so it can never take a run back from a worker that took it over. It touches
+only lease_expires_at, which the compare-and-set of runs.lifecycle does not hold except in a
+claim, where a renewal that lands first rightly makes the takeover fail. The heartbeat has its own
+database connection (Django's are per thread) and closes it when it stops.
+
+Graceful shutdown: request_shutdown() (a Celery worker's warm shutdown, or SIGTERM in a pool
+process: see warrant.celery) asks every run this process advances to stop after its current step
+and go back to the queue at once, instead of waiting for its lease to lapse.
+"""
+
+import logging
+import threading
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import DatabaseError, connections, transaction
+from django.utils import timezone
+
+logger = logging.getLogger(__name__)
+
+_shutdown = threading.Event()
+_active = 0  # runs this process is advancing now (a pool process's SIGTERM handler asks)
+_active_lock = threading.Lock()
+
+
+def lease_seconds() -> float:
+    return float(settings.WARRANT.get("LEASE_SECONDS", 15))
+
+
+def heartbeat_seconds() -> float:
+    configured = settings.WARRANT.get("HEARTBEAT_SECONDS")
+    # Three renewals per lease unless told otherwise: two may be missed (a busy database, a
+    # pause of the process) before the lease lapses.
+    return float(configured) if configured else max(lease_seconds() / 3, 0.05)
+
+
+def request_shutdown(on: bool = True) -> None:
+    """This process is going away: runs stop after their current step and are handed back.
+    (`on=False` takes the request back: a test that played a shutdown.)"""
+    if on:
+        _shutdown.set()
+    else:
+        _shutdown.clear()
+
+
+def shutting_down() -> bool:
+    return _shutdown.is_set()
+
+
+def advancing() -> int:
+    """How many runs this process is advancing now."""
+    return _active
+
+
+def renew(run_id, worker: str) -> bool:
+    """Extend the lease `worker` holds on the run, and its claim on the side effect it executes.
+    False if the worker no longer holds the run (another took it over, or it left `running`)."""
+    from runs.models import Run, SideEffect
+
+    until = timezone.now() + timedelta(seconds=lease_seconds())
+    held = Run.objects.filter(id=run_id, lease_owner=worker, status="running").update(lease_expires_at=until)
+    if held:
+        SideEffect.objects.filter(run_id=run_id, status=SideEffect.Status.EXECUTING, claimed_by=worker).update(
+            claim_expires_at=until)
+    return bool(held)
+
+
+class Heartbeat:
+    """`with Heartbeat(run_id, worker) as beat:` renews the lease until the block ends.
+
+    `beat.lost` becomes True when a renewal finds the run no longer ours. Not started when the
+    caller's connection is inside a transaction: the run's row as this process wrote it is then
+    not visible to another connection (a test that plays the worker inside its own transaction),
+    and a renewal could only miss it."""
+
+    def __init__(self, run_id, worker: str, *, every: float | None = None):
+        self.run_id, self.worker = run_id, worker
+        self.every = every if every is not None else heartbeat_seconds()
+        self.lost = False
+        self.renewals = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "Heartbeat":
+        global _active
+        with _active_lock:
+            _active += 1
+        if not transaction.get_connection().in_atomic_block:
+            self._thread = threading.Thread(target=self._beat, name=f"warrant-heartbeat-{self.run_id}", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        global _active
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=max(self.every, 5))
+        with _active_lock:
+            _active -= 1
+
+    def _beat(self) -> None:
+        try:
+            while not self._stop.wait(self.every):
+                try:
+                    if not renew(self.run_id, self.worker):
+                        self.lost = True
+                        logger.warning("run %s: the lease of %s was taken over or ended", self.run_id, self.worker)
+                        return
+                    self.renewals += 1
+                except DatabaseError:
+                    # A dropped connection or a busy database: the next beat tries on a new connection.
+                    logger.warning("run %s: the lease could not be renewed; trying again", self.run_id, exc_info=True)
+                    connections.close_all()
+        finally:
+            connections.close_all()  # this thread's connections only
