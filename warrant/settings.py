@@ -57,6 +57,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: the request's id (X-Request-ID, kept when well formed, else made) for its log lines and its answer.
+    "warrant.logs.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files straight after the security headers and the HTTPS redirect, before sessions:
     # a stylesheet needs no session, cookie or database (whitenoise's documented place).
@@ -156,8 +158,8 @@ if not DEBUG:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
-    # Load balancers probe health over plain HTTP inside the network; the answers hold no secrets.
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+    # Load balancers probe health, and Prometheus scrapes, over plain HTTP inside the network.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
     SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", str(365 * 24 * 3600)))
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", True)
     SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", True)
@@ -268,20 +270,25 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True
+# Workers keep our LOGGING (JSON lines with the run id) instead of replacing the root logger's handlers.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # A message is acknowledged only after the step finished, and a worker that dies mid-step
 # gives it back: the compare-and-set claim makes the redelivery a no-op when work was done.
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("WARRANT_TASK_SOFT_TIME_LIMIT", "120"))
+# With the lease heartbeat (runs.lease) a step may legitimately take minutes (a slow model or tool call).
+CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("WARRANT_TASK_SOFT_TIME_LIMIT", "900"))
 CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 30
-# Longer than the longest step, or Redis would hand an unacked message to a second worker.
+# Longer than the longest task, so Redis does not hand an unacked message to a second worker while the first
+# still runs it (a second delivery would be a no-op anyway: the claim is compare-and-set on a renewed lease). It
+# plays no part in recovery: a dead worker's run is re-enqueued by the reconciler once its short lease lapses.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 4}
 
 CELERY_BEAT_SCHEDULE = {
     "warrant-reconcile": {
         "task": "runs.run_reconcile",
-        "schedule": float(os.environ.get("WARRANT_RECONCILE_SECONDS", "15")),
+        "schedule": float(os.environ.get("WARRANT_RECONCILE_SECONDS", "5")),
     },
 }
 
@@ -289,8 +296,13 @@ CELERY_BEAT_SCHEDULE = {
 WARRANT = {
     # How long one task keeps advancing a run before it re-enqueues itself.
     "TIME_SLICE_SECONDS": float(os.environ.get("WARRANT_TIME_SLICE_SECONDS", "5")),
-    # A claimed run is owned for this long; an expired lease lets another worker take over.
-    "LEASE_SECONDS": int(os.environ.get("WARRANT_LEASE_SECONDS", "300")),
+    # A claimed run is owned for this long; its worker's heartbeat renews it while a step runs (runs.lease),
+    # so it can be short: a run whose worker died is taken up again within about lease + heartbeat + reconcile.
+    "LEASE_SECONDS": float(os.environ.get("WARRANT_LEASE_SECONDS", "15")),
+    # How often the heartbeat renews the lease (and the claim on a side effect in flight); 0: a third of the lease.
+    "HEARTBEAT_SECONDS": float(os.environ.get("WARRANT_HEARTBEAT_SECONDS", "5")),
+    # How often each Celery worker runs the reconciler itself, beside beat (runs.ticker); 0: only beat.
+    "WORKER_RECONCILE_SECONDS": float(os.environ.get("WARRANT_WORKER_RECONCILE_SECONDS", "5")),
     "MAX_DELIVERIES": int(os.environ.get("WARRANT_MAX_DELIVERIES", "5")),
     # A run queued this long without being claimed is assumed to have lost its message.
     "QUEUED_GRACE_SECONDS": int(os.environ.get("WARRANT_QUEUED_GRACE_SECONDS", "60")),
@@ -372,10 +384,14 @@ WARRANT_WITNESS_URL = os.environ.get("WARRANT_WITNESS_URL", "")
 WARRANT_WITNESS_ALLOWED_HOSTS = tuple(
     h.strip() for h in os.environ.get("WARRANT_WITNESS_ALLOWED_HOSTS", "").split(",") if h.strip())
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "filters": {"redact": {"()": "governance.redaction.RedactingFilter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
-    "root": {"handlers": ["console"], "level": os.environ.get("WARRANT_LOG_LEVEL", "INFO")},
-}
+# /metrics (warrant.metrics): a bearer token, and/or client addresses or networks allowed without one.
+# With neither set, /metrics answers 404.
+WARRANT_METRICS_TOKEN = os.environ.get("WARRANT_METRICS_TOKEN", "")
+WARRANT_METRICS_ALLOWED_IPS = tuple(
+    a.strip() for a in os.environ.get("WARRANT_METRICS_ALLOWED_IPS", "").split(",") if a.strip())
+
+# One line per event: JSON, or plain text under DEBUG (make run); WARRANT_LOG_FORMAT=json|console chooses.
+# Request id, run id, user and trace ids on every line; secrets redacted (warrant.logs).
+from warrant.logs import logging_config  # noqa: E402
+
+LOGGING = logging_config(DEBUG)
