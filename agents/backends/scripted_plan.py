@@ -1,14 +1,13 @@
-"""Deciding what the scripted backend calls next, from the tools' schemas and the conversation so far.
+"""What the scripted backend calls next: one request read once, and arguments by property name.
 
 Records are of the kinds the tools take ids of: a property `account_id` makes "account" a kind;
-the tool on offer that says the kind in its name and takes a `query` resolves a name to a record
-(the resolver), and the one that says it and takes nothing lists them all (the lister). Their
-results tell which records exist. What a property takes goes by its name: `<kind>_id` a record's
-id, a resolver's `query` a record's name, another `query` (or `q`, `topic`, `search`) a search
-topic, `to` an address, `subject` and `body` a message's, `expression` arithmetic, `name` a name.
-Filling an argument has three outcomes: ready (the values, possibly several to fan out over),
-wait (first make these lookups) or skip (it cannot be filled, and why). A call is as ready as its
-least ready argument.
+the tool on offer that says the kind in its name and takes a `query` resolves a name to a record,
+and one that says it and takes nothing lists them all. What a property takes goes by its name:
+`<kind>_id` a record's id, a resolver's `query` a record's name, another `query` (`q`, `topic`,
+`search`) a search topic, `to` an address, `subject` and `body` a message's, `expression`
+arithmetic, `name` a name. Filling one has three outcomes: ready (the values, several to fan out
+over), wait (first make these lookups) or skip (and why); a call is as ready as its least ready
+argument.
 """
 
 import json
@@ -17,15 +16,14 @@ from dataclasses import dataclass, field
 from itertools import product
 
 from agents.backends import scripted_text as text
-from agents.backends.base import tool_result_payload
-from agents.backends.scripted_text import Order
+from agents.backends.base import ModelRequest, tool_result_payload
+from agents.prompt_format import LOAD_SKILL
 
 # Tools whose name starts with one of these change something: they are inferred only when the
 # request says the verb, and never fanned out over every record.
 SIDE_EFFECT_VERBS = frozenset(
     {"send", "delete", "remove", "create", "update", "write", "post", "cancel", "close", "drop", "wipe"}
 )
-_NOT_JSON = object()
 
 
 def call_key(name: str, arguments: dict) -> str:
@@ -56,44 +54,38 @@ class PastCall:
         return self.envelope.get("data") if self.ok else None
 
 
-def _json(raw, default):
+def _json(raw, default=None):
     try:
-        return json.loads(raw)
+        return json.loads(raw) if isinstance(raw, str) else raw
     except ValueError:
         return default
 
 
 def past_calls(messages: list[dict]) -> list[PastCall]:
     """The assistant's tool calls in order, each with the envelope of its result if it has one.
-
     A result that is not an envelope ({"ok": bool, ...}) counts as plain data that succeeded."""
     calls, results = [], {}
     for message in messages:
         if message.get("role") == "assistant":
-            for call in message.get("tool_calls") or []:
-                raw = call.get("arguments")
-                calls.append((str(call.get("id", "")), call.get("name", ""), _json(raw, {}) if isinstance(raw, str) else raw))
+            calls += [(str(call.get("id", "")), call.get("name", ""), _json(call.get("arguments"), {}))
+                      for call in message.get("tool_calls") or []]
         elif message.get("role") == "tool":
             content = tool_result_payload(message.get("content"))
-            value = _json(content, _NOT_JSON) if isinstance(content, str) else content
+            value = _json(content, content)
             results[str(message.get("tool_call_id", ""))] = value if isinstance(value, dict) and isinstance(
-                value.get("ok"), bool) else {"ok": True, "data": content if value is _NOT_JSON else value}
-    return [PastCall(id, name, arguments if isinstance(arguments, dict) else {}, results.get(id))
-            for id, name, arguments in calls]
+                value.get("ok"), bool) else {"ok": True, "data": value}
+    return [PastCall(i, name, args if isinstance(args, dict) else {}, results.get(i)) for i, name, args in calls]
 
 
 def rows(data) -> list[dict]:
     """The records in a result: a list of dicts, or one dict."""
-    return [item for item in data if isinstance(item, dict)] if isinstance(data, list) else (
-        [data] if isinstance(data, dict) else [])
+    return [row for row in (data if isinstance(data, list) else [data]) if isinstance(row, dict)]
 
 
 def id_of(row: dict) -> str | None:
-    """A record's id: its "id", else the first "<kind>_id", written as ids are (A-100)."""
-    for key in ["id"] + [key for key in row if key.endswith("_id")]:
-        if isinstance(row.get(key), str) and re.fullmatch(text.ID, row[key]):
-            return row[key]
-    return None
+    """A record's id: its "id", else its first "<kind>_id", written as ids are (A-100)."""
+    return next((row[key] for key in ["id", *(k for k in row if k.endswith("_id"))]
+                 if isinstance(row.get(key), str) and re.fullmatch(text.ID, row[key])), None)
 
 
 @dataclass(frozen=True)
@@ -101,19 +93,18 @@ class Scope:
     """Where a call's arguments come from: the request, or the sentence of an order."""
 
     text: str  # the words that say what to do
-    full_text: str  # where addresses and message wording are read
     entities: tuple[str, ...]
     ids: tuple[str, ...]
     emails: tuple[str, ...]
-    fan_out: bool  # with no record named, use every record the lister returned
+    fan_out: bool = False  # with no record named, use every record the lister returned
 
 
-def scope_of(words: str, *, full_text: str | None = None, fan_out: bool = False, fallback: Scope | None = None):
-    full = words if full_text is None else full_text
-    entities, ids, addresses = tuple(text.entities(words)), tuple(text.ids(words)), tuple(text.emails(full))
+def scope_of(words: str, fan_out: bool = False, fallback: Scope | None = None) -> Scope:
+    """What `words` name; an order's sentence that names nothing falls back on the request's."""
+    entities, ids, addresses = tuple(text.entities(words)), tuple(text.ids(words)), tuple(text.emails(words))
     if fallback and not entities and not ids:
         entities, ids = fallback.entities, fallback.ids
-    return Scope(words, full, entities, ids, addresses or (fallback.emails if fallback else ()), fan_out)
+    return Scope(words, entities, ids, addresses or (fallback.emails if fallback else ()), fan_out)
 
 
 @dataclass
@@ -126,147 +117,135 @@ class Fill:
 
 
 def inferred_steps(request: str, tools: list[dict]) -> list[str]:
-    """Tools whose name words appear in the request, most specific first among look-alikes; a
-    calculator (a tool taking an `expression`) when the request holds arithmetic. A tool that
-    changes something needs its verb said."""
+    """Tools whose name words the request says (a tool that changes something needs its verb said),
+    the most specific of look-alikes; a calculator (it takes an `expression`) for arithmetic."""
     said, names, synonyms = text.words(request), [tool["name"] for tool in tools], text.wording().synonyms
     where: dict[str, int] = {}  # stem -> first position in the request
     for position, word in enumerate(said):
         for form in (text.stem(word), synonyms.get(text.stem(word))):
-            if form:
-                where.setdefault(form, position)
+            where.setdefault(form, position)
     matched: dict[str, int] = {}  # tool -> where in the request it was first named
     for tool in tools:
         name, parts = tool["name"], text.tool_words(tool["name"])
-        if "expression" in properties(tool):
-            if text.wants_arithmetic(request):
-                matched[name] = 0
-            continue
         hits = [where[text.stem(part)] for part in parts if text.stem(part) in where]
-        if hits and 2 * len(hits) >= len(parts) and not (is_side_effect(name) and text.stem(parts[0]) not in where):
+        if "expression" in properties(tool):
+            hits = [0] if text.wants_arithmetic(request) else []
+        elif 2 * len(hits) < len(parts) or (is_side_effect(name) and text.stem(parts[0]) not in where):
+            hits = []
+        if hits:
             matched[name] = min(hits)
 
     def stems(name):
         return frozenset(text.stem(part) for part in text.tool_words(name))
 
-    def literal(name):  # words said exactly as the tool spells them, its verb included
-        return sum(part in said for part in name.lower().split("_"))
+    def rank(name):  # more words, then more said exactly as the tool spells them, then offered first
+        return len(stems(name)), sum(part in said for part in name.lower().split("_")), -names.index(name)
 
-    kept = []
-    for name in matched:
-        if any(stems(other) > stems(name) for other in matched):
-            continue  # delete_account says more than get_account about "delete the account"
-        twins = [other for other in matched if stems(other) == stems(name)]
-        if name == max(twins, key=lambda other: (literal(other), -names.index(other))):
-            kept.append(name)
+    # delete_account says more than get_account about "delete the account"; of list_accounts and
+    # get_account, "list all accounts" says list_accounts.
+    kept = [name for name in matched if not any(stems(other) >= stems(name) and rank(other) > rank(name)
+                                                for other in matched)]
     return sorted(kept, key=lambda name: (matched[name], names.index(name)))
 
 
-class Planner:
-    """Fills the arguments of steps and orders from a scope, the history and the tools' schemas."""
+class Plan:
+    """Everything one request says, read once, and the calls it leads to."""
 
-    def __init__(self, tools: dict, history: list[PastCall], steps: list[str]):
-        self.tools, self.history, self.steps = tools, history, steps
-        id_props = [(prop[:-3], spec) for tool in tools.values() for prop, spec in properties(tool).items()
-                    if prop.endswith("_id")]
-        self.kinds = list(dict.fromkeys(kind for kind, _ in id_props))
-        self.patterns = {kind: spec.get("pattern") for kind, spec in reversed(id_props) if isinstance(spec, dict)}
+    def __init__(self, request: ModelRequest):
+        self.tools = {tool["name"]: tool for tool in request.tools}
+        self.history = past_calls(request.messages)
+        said = [_text(m.get("content")) for m in request.messages if m.get("role") == "user"] or [""]
+        own = text.find_orders(said[0], self.tools)
+        # Results are read only when they succeeded: an error message is the harness talking. A
+        # loaded skill is a procedure the harness handed over; its steps arrive in the prompt.
+        results = [s for call in self.history if call.ok and call.name != LOAD_SKILL for s in _strings(call.data)]
+        self.orders = own + [order for words in said[1:] + results for order in text.find_orders(words, self.tools)]
+        subject = text.strip_orders(said[0], own)
+        self.steps = text.planned_steps(request.system, self.tools) or inferred_steps(subject, request.tools)
+        self.kinds = list(dict.fromkeys(p[:-3] for tool in request.tools for p in properties(tool) if p.endswith("_id")))
         self.resolvers = {kind: self._tool_for(kind, lambda props: "query" in props) for kind in self.kinds}
         self.listers = {kind: self._tool_for(kind, lambda props: not props) for kind in self.kinds}
-        self.known: dict[str, dict[str, dict]] = {kind: {} for kind in self.kinds}  # what lookups said
-        self.names: dict[str, str] = {}  # record id -> name, from any result
-        for call in history:
-            lookup_of = [k for k in self.kinds if call.name in (self.resolvers[k], self.listers[k])]
-            for row in rows(call.data):
-                record_id = id_of(row)
-                if record_id and row.get("name") and isinstance(row["name"], str):
-                    self.names.setdefault(record_id, row["name"])
-                if record_id and lookup_of:
-                    self.known[lookup_of[0]].setdefault(record_id, {}).update(row, id=record_id)
+        self.names = {}  # record id -> name, from every result
+        for row in (row for call in self.history for row in rows(call.data)):
+            if id_of(row) and isinstance(row.get("name"), str) and row["name"]:
+                self.names.setdefault(id_of(row), row["name"])
+        fan_out = any(step in self.listers.values() for step in self.steps)
+        self.scope = scope_of(subject, fan_out=fan_out)
+        self.skipped: list[str] = []
 
     def _tool_for(self, kind: str, takes) -> str | None:
         return next((name for name, tool in self.tools.items() if takes(properties(tool))
                      and text.stem(kind) in {text.stem(word) for word in text.tool_words(name)}), None)
 
     def lookups(self) -> set[str]:
-        return {tool for tool in [*self.resolvers.values(), *self.listers.values()] if tool}
+        return {tool for tool in (*self.resolvers.values(), *self.listers.values()) if tool}
 
     def made(self, name: str | None) -> list[PastCall]:
         return [call for call in self.history if call.name == name]
+
+    def next_calls(self) -> list[tuple[str, dict]]:
+        """Every call whose arguments are known now, and the lookups the others wait for; never a
+        call already made. An order is obeyed first, a bare "call X" (no arguments, no target) once."""
+        seen = {call_key(call.name, call.arguments) for call in self.history}
+        fills = [(order.tool, self.fill_order(order)) for order in self.orders
+                 if order.arguments is not None or order.target is not None or not self.made(order.tool)]
+        fills += [(step, self.fill_step(step, self.scope)) for step in self.steps]
+        batch = []
+        for tool, fill in fills:
+            if fill.status == "skip":
+                self.skipped.append(fill.reason)
+            for name, arguments in ([(tool, a) for a in fill.values] if fill.status == "ready" else fill.needs):
+                if call_key(name, arguments) not in seen:
+                    seen.add(call_key(name, arguments))
+                    batch.append((name, arguments))
+        return batch
+
+    # --- For the answer -----------------------------------------------------------------------
 
     def label(self, record_id: str) -> str:
         name = self.names.get(record_id)
         return f"{name} ({record_id})" if name else record_id
 
-    def _is_id(self, value: str, kind: str) -> bool:
-        pattern = self.patterns.get(kind)
-        return bool(re.fullmatch(text.ID, value) and (not pattern or re.fullmatch(pattern, value)))
+    def describe(self, expression: str) -> str | None:
+        """What an expression we built means ("10% of Acme Corp's ARR (240000)"), if we built it."""
+        fill = self.calculation(self.scope)
+        return fill.description if fill.status == "ready" and fill.values == [expression] else None
 
     # --- Records ------------------------------------------------------------------------------
 
-    def find(self, name: str, kind: str) -> dict | None:
-        """A known record called `name`: exact first, then one name starting with the other."""
-        wanted = name.casefold()
-        known = sorted(self.known[kind].values(), key=lambda record: str(record.get("id")))
-        for rule in (lambda have: have == wanted,
-                     lambda have: have.startswith(wanted + " ") or wanted.startswith(have + " ")):
-            for record in known:
-                if rule(str(record.get("name", "")).casefold()):
-                    return record
-        return None
-
-    def lookup(self, query: str, kind: str) -> tuple[str, dict | None]:
-        """How resolving `query` went: "ok" (with the record), "failed", "pending" or "none" (not asked)."""
-        for call in self.made(self.resolvers[kind]):
-            if str(call.arguments.get("query", "")).casefold() == query.casefold():
-                found = [row for row in rows(call.data) if id_of(row)]
-                if call.envelope is None:
-                    return "pending", None
-                return ("ok", {**found[0], "id": id_of(found[0])}) if found else ("failed", None)
-        return "none", None
-
     def resolve(self, name: str, kind: str) -> Fill:
-        """The record called `name`, or the lookup to make first."""
-        found = self.find(name, kind)
-        status, found = ("ok", found) if found else self.lookup(name, kind)
-        if status == "ok":
-            return Fill("ready", [found])
-        if status == "pending":
-            return Fill("wait")
-        if status == "failed":
-            return Fill("skip", reason=f"no {kind} matches {name!r}")
-        resolver, lister = self.resolvers[kind], self.listers[kind]
-        listed = self.made(lister)
-        if lister in self.steps and (not listed or listed[0].envelope is None):
-            return Fill("wait", needs=[(lister, {})])
-        if resolver or (lister and not listed):
-            return Fill("wait", needs=[(resolver, {"query": name}) if resolver else (lister, {})])
-        return Fill("skip", reason=f"no way to look up the {kind} {name!r}")
+        """The record called `name` (or written as its id), as the resolver found it, or the lookup to make first."""
+        resolver = self.resolvers[kind]
+        asked = [call for call in self.made(resolver) if str(call.arguments.get("query", "")).casefold() == name.casefold()]
+        if not asked:
+            return Fill("wait", needs=[(resolver, {"query": name})]) if resolver else Fill(
+                "skip", reason=f"no way to look up the {kind} {name!r}")
+        found = [{**row, "id": id_of(row)} for row in rows(asked[0].data) if id_of(row)]
+        if found or asked[0].envelope is None:
+            return Fill("ready", found[:1]) if found else Fill("wait")
+        return Fill("skip", reason=f"no {kind} matches {name!r}")
 
-    def named_records(self, scope: Scope, tool: str, kind: str) -> Fill:
-        known, ids = self.known[kind], [i for i in scope.ids if self._is_id(i, kind)]
-        if ids:
-            return Fill("ready", [known.get(i, {"id": i}) for i in ids])
-        if scope.entities:
-            fills = [self.resolve(name, kind) for name in scope.entities]
+    def records(self, scope: Scope, tool: str, kind: str) -> Fill:
+        """The records a call is about: named by id or name, or, fanning out, every one listed."""
+        if scope.ids or scope.entities:
+            fills = [Fill("ready", [{"id": i}]) for i in scope.ids] + [self.resolve(n, kind) for n in scope.entities]
             if any(fill.status == "wait" for fill in fills):
                 return Fill("wait", needs=[need for fill in fills for need in fill.needs])
-            values = [value for fill in fills if fill.status == "ready" for value in fill.values]
+            values = [value for fill in fills for value in fill.values]
             return Fill("ready", values) if values else Fill("skip", reason="; ".join(f.reason for f in fills))
         lister = self.listers[kind]
-        if scope.fan_out and lister and not is_side_effect(tool):
-            listed = self.made(lister)
-            answered = next((call for call in listed if call.ok), None)
-            if answered:
-                return Fill("ready", [known.get(i, {"id": i}) for i in map(id_of, rows(answered.data)) if i])
-            if listed and listed[0].envelope is not None:
-                return Fill("skip", reason=f"the {kind} list is not available")
+        if not (scope.fan_out and lister and not is_side_effect(tool)):
+            return Fill("skip", reason=f"the request names no {kind}")
+        listed = [call for call in self.made(lister) if call.envelope is not None]
+        if not listed:
             return Fill("wait", needs=[(lister, {})])
-        return Fill("skip", reason=f"the request names no {kind}")
+        if not listed[0].ok:
+            return Fill("skip", reason=f"the {kind} list is not available")
+        return Fill("ready", [{"id": i} for i in map(id_of, rows(listed[0].data)) if i])
 
     # --- Arguments ----------------------------------------------------------------------------
 
-    def calculation(self, scope: Scope, tool: str = "") -> Fill:
+    def calculation(self, scope: Scope) -> Fill:
         """The expression for a calculator: "N% of <number or a record's field>", or bare arithmetic."""
         percent = text.percent_request(scope.text)
         if not percent:
@@ -275,84 +254,90 @@ class Planner:
                 "skip", reason="the request has nothing to calculate")
         share, subject = percent
         number = text.parse_number(subject)
-        if number is not None:
-            return Fill("ready", [f"{text.number_text(number)} * {share} / 100"],
-                        description=f"{share}% of {text.number_text(number)}")
-        field_word = (text.words(subject) or [""])[-1]
-        names = [name for name in scope.entities if name in subject] or list(scope.entities)
-        kind = next((k for k in self.kinds if self.resolvers[k] or self.listers[k]), None)
-        found = self.named_records(Scope(scope.text, scope.full_text, tuple(names[:1]), scope.ids[:1], (), False),
-                                   tool, kind) if kind else Fill("ready", [{}])
-        if found.status != "ready":
-            return found
-        record = found.values[0]
-        value = record.get(field_word, record.get(text.wording().synonyms.get(field_word)))
-        if value is None and names and kind and self.resolvers[kind] and self.lookup(names[0], kind)[0] == "none":
-            return Fill("wait", needs=[(self.resolvers[kind], {"query": names[0]})])
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            return Fill("skip", reason=f"no {field_word or 'number'} to take {share}% of")
-        owner = self.names.get(record.get("id", ""), names[0] if names else record.get("id", ""))
-        return Fill("ready", [f"{text.number_text(value)} * {share} / 100"],
-                    description=f"{share}% of {owner}'s {subject.split()[-1]} ({text.number_text(value)})")
+        if number is None:  # a record's field: "Acme's ARR"
+            field_word = (text.words(subject) or [""])[-1]
+            names = [name for name in scope.entities if name in subject] or list(scope.entities)
+            kind = next((kind for kind in self.kinds if self.resolvers[kind]), None)
+            named = Scope(scope.text, tuple(names[:1]), () if names else scope.ids[:1], ())
+            found = self.records(named, "", kind) if kind else Fill("skip", reason=f"no way to look up {subject!r}")
+            if found.status != "ready":
+                return found
+            record = found.values[0]
+            number = record.get(field_word, record.get(text.wording().synonyms.get(field_word)))
+            if not isinstance(number, (int, float)) or isinstance(number, bool):
+                return Fill("skip", reason=f"no {field_word or 'number'} to take {share}% of")
+            subject = f"{self.names.get(record['id'], record['id'])}'s {subject.split()[-1]} ({text.number_text(number)})"
+        expression = f"{text.number_text(number)} * {share} / 100"
+        return Fill("ready", [expression], description=f"{share}% of {subject}")
 
     def value_for(self, tool: str, prop: str, scope: Scope) -> Fill:
         key = prop.lower()
         if key.endswith("_id") and key[:-3] in self.kinds:
-            found = self.named_records(scope, tool, key[:-3])
-            found.values = [record["id"] for record in found.values] if found.status == "ready" else found.values
+            found = self.records(scope, tool, key[:-3])
+            found.values = [record["id"] for record in found.values]
             return found
-        resolves = next((kind for kind, resolver in self.resolvers.items() if resolver == tool), None)
-        if key == "query" and resolves:
-            names = list(scope.entities) or [i for i in scope.ids if self._is_id(i, resolves)]
-            return Fill("ready", names) if names else Fill("skip", reason=f"the request names no {resolves}")
+        if key == "query" and tool in self.resolvers.values():
+            names = list(scope.entities) or list(scope.ids)
+            kind = next(kind for kind, resolver in self.resolvers.items() if resolver == tool)
+            return Fill("ready", names) if names else Fill("skip", reason=f"the request names no {kind}")
         if key in ("query", "q", "topic", "search"):
             about = text.topic(scope.text)
             return Fill("ready", [about]) if about else Fill("skip", reason="nothing to search for")
         if key in ("to", "email", "recipient", "address"):
-            return Fill("ready", [scope.emails[0]]) if scope.emails else Fill("skip", reason="no email address given")
-        if key in ("subject", "body") and scope.emails:
-            return Fill("ready", [self.message(tool, scope.full_text, scope.emails[0])[key]])
+            return Fill("ready", scope.emails[:1]) if scope.emails else Fill("skip", reason="no email address given")
+        if key in ("subject", "body") and scope.emails and tool in text.wording().messages:
+            return Fill("ready", [self.message(tool, scope.text, scope.emails[0])[key]])
         if key == "expression":
-            return self.calculation(scope, tool)
+            return self.calculation(scope)
         if key == "name" and scope.entities:
             return Fill("ready", [scope.entities[0]])
         return Fill("skip", reason=f"nothing to use for {prop}")
 
     def message(self, tool: str, words: str, address: str) -> dict:
-        return text.message(words, address, str((self.tools.get(tool) or {}).get("description") or ""))
+        return text.wording().messages[tool](words, address, str((self.tools.get(tool) or {}).get("description") or ""))
 
     def fill_step(self, tool: str, scope: Scope) -> Fill:
         """Argument sets for one tool: every combination of the values found (fan-out)."""
         schema = (self.tools.get(tool) or {}).get("input_schema") or {}
-        chosen, needs = [], []
+        chosen, needs = {}, []
         for prop in schema.get("properties") or {}:
             fill = self.value_for(tool, prop, scope)
-            if fill.status == "skip" and prop in set(schema.get("required") or []):
+            if fill.status == "skip" and prop in (schema.get("required") or []):
                 return Fill("skip", reason=f"{tool}: {fill.reason}")
-            if fill.status == "wait":
-                needs.extend(fill.needs)
-            elif fill.status == "ready":
-                chosen.append((prop, list(dict.fromkeys(fill.values))))
+            needs += fill.needs
+            if fill.status == "ready":
+                chosen[prop] = list(dict.fromkeys(fill.values))
         if needs:
             return Fill("wait", needs=needs)
-        keys = [prop for prop, _ in chosen]
-        return Fill("ready", [dict(zip(keys, combo, strict=True)) for combo in product(*(v for _, v in chosen))])
+        return Fill("ready", [dict(zip(chosen, combo, strict=True)) for combo in product(*chosen.values())])
 
-    def fill_order(self, order: Order, request: Scope) -> Fill:
+    def fill_order(self, order: text.Order) -> Fill:
         if order.arguments is not None:
             return Fill("ready", [order.arguments])
-        if order.target_kind == "address":
+        if order.target_kind == "address" and order.tool in text.wording().messages:
             return Fill("ready", [self.message(order.tool, order.text, order.target)])
-        if order.target_kind == "record":
+        if order.target_kind == "record":  # "delete the account Initech": the kind the tool's name says
             said = {text.stem(word) for word in text.tool_words(order.tool)}
             kind = next((kind for kind in self.kinds if text.stem(kind) in said), None)
-            if kind is None:
-                return Fill("skip", reason=f"{order.tool}: no way to look up {order.target!r}")
-            if self._is_id(order.target, kind):
-                return Fill("ready", [{f"{kind}_id": order.target}])
-            found = self.resolve(order.target, kind)
-            found.values = [{f"{kind}_id": found.values[0]["id"]}] if found.status == "ready" else found.values
+            is_id = bool(re.fullmatch(text.ID, order.target))
+            named = Scope(order.text, () if is_id else (order.target,), (order.target,) if is_id else (), ())
+            found = self.records(named, order.tool, kind) if kind else Fill(
+                "skip", reason=f"{order.tool}: no way to look up {order.target!r}")
+            found.values = [{f"{kind}_id": record["id"]} for record in found.values]
             return found
         if order.tool in self.tools:
-            return self.fill_step(order.tool, scope_of(order.text, fallback=request))
+            return self.fill_step(order.tool, scope_of(order.text, fallback=self.scope))
         return Fill("ready", [{}])
+
+
+def _text(content) -> str:
+    if isinstance(content, list):  # content parts, as some clients send them
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return content if isinstance(content, str) else "" if content is None else str(content)
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    return [string for item in items for string in _strings(item)]

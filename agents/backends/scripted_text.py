@@ -51,10 +51,10 @@ def wording() -> SimpleNamespace:
     phrase(calls, said), one block for all of a tool's results)."""
     parts = [import_module(path) for path in WORDING_MODULES]
     merged = {key: {k: v for part in parts for k, v in getattr(part, key, {}).items()}
-              for key in ("SYNONYMS", "ANSWERS", "SUMMARIES")}
+              for key in ("SYNONYMS", "ANSWERS", "SUMMARIES", "MESSAGES")}
     orders = [(tool, re.compile(pattern), kind) for part in parts for tool, pattern, kind in getattr(part, "ORDERS", ())]
     return SimpleNamespace(synonyms=merged["SYNONYMS"], answers=merged["ANSWERS"], summaries=merged["SUMMARIES"],
-                           orders=orders)
+                           messages=merged["MESSAGES"], orders=orders)
 
 
 def planned_steps(system: str, tool_names) -> list[str]:
@@ -143,22 +143,6 @@ def topic(text: str) -> str:
         if phrase := _phrase_after(pattern, first):
             return phrase
     return " ".join(w for w in words(first) if w not in STOPWORDS and not w.isdigit())
-
-
-def message(text: str, address: str, tool_description: str = "") -> dict:
-    """A short, polite message to `address` about whatever the ordering sentence names, signed as the
-    tool's guide asks ("sign as 'Customer Success'"): the to, subject and body of a mail."""
-    sentence = next((s for s in sentences(text) if address in s), text.strip())
-    about = re.search(r"\b(?:about|regarding|concerning|re:?)\s+(.+)", sentence.split(address, 1)[-1], re.I)
-    about = re.split(r"[?!\n]|\.(?:\s|$)", about.group(1))[0].strip(" .,;:\"'") if about else ""
-    subject = re.sub(r"^(?:the|our|a|an)\s+", "", about, flags=re.I)
-    local = re.split(r"[._+-]", address.split("@")[0])[0]
-    sign = re.search(r"\bsign(?:ed)?(?: off)? as ['\"‘“]([^'\"’”\n]{1,60})['\"’”]", tool_description or "", re.I)
-    body = (f"{f'Hi {local.capitalize()},' if local.isalpha() else 'Hello,'}\n\n"
-            f"{f'I am writing about {about}.' if about else 'I am following up on your account.'} Please let me "
-            "know if you have any questions or would like to talk it through.\n\nKind regards"
-            + (f",\n{sign.group(1).strip()}" if sign and sign.group(1).strip() else ""))
-    return {"to": address, "subject": subject[:1].upper() + subject[1:] if subject else "Following up", "body": body}
 
 
 # --- Numbers and arithmetic -----------------------------------------------------------------

@@ -1,8 +1,8 @@
 """How the scripted backend speaks about the demo tools of agents/tools/crm.py.
 
 Read by agents.backends.scripted_text.wording: which request words mean which tools' words, which
-phrases order an email or a deletion without naming the tool, and how each tool's result reads
-in an answer. Pure: no ORM, no settings.
+phrases order an email or a deletion without naming the tool, how an email is worded, and how
+each tool's result reads in an answer. Pure: no ORM, no settings.
 """
 
 import re
@@ -23,6 +23,29 @@ ORDERS = (
      "record"),
     ("delete_account", rf"\b(?i:delete|remove)\s+(?i:the\s+)?({NAME})['’]s\s+(?i:account)\b", "record"),
 )
+
+
+# --- Emails ---------------------------------------------------------------------------------
+
+
+def email(text: str, address: str, tool_description: str = "") -> dict:
+    """A short, polite email to `address` about whatever the ordering sentence names, signed as the
+    tool's guide asks ("sign as 'Customer Success'")."""
+    sentence = next((s for s in sentences(text) if address in s), text.strip())
+    match = re.search(r"\b(?:about|regarding|concerning|re:?)\s+(.+)", sentence.split(address, 1)[-1], re.I)
+    about = re.split(r"[?!\n]|\.(?:\s|$)", match.group(1))[0].strip(" .,;:\"'") if match else ""
+    subject = re.sub(r"^(?:the|our|a|an)\s+", "", about, flags=re.I)
+    subject = subject[:1].upper() + subject[1:] if subject else "Following up"
+    local = re.split(r"[._+-]", address.split("@")[0])[0]
+    sign = re.search(r"\bsign(?:ed)?(?: off)? as ['\"‘“]([^'\"’”\n]{1,60})['\"’”]", tool_description or "", re.I)
+    sign_as = sign.group(1).strip() if sign else ""
+    greeting = f"Hi {local.capitalize()}," if local.isalpha() else "Hello,"
+    opening = f"I am writing about {about}." if about else "I am following up on your account."
+    body = (
+        f"{greeting}\n\n{opening} Please let me know if you have any questions or would like to talk it through."
+        "\n\nKind regards" + (f",\n{sign_as}" if sign_as else "")
+    )
+    return {"to": address, "subject": subject, "body": body}
 
 
 # --- Answers --------------------------------------------------------------------------------
@@ -157,3 +180,4 @@ ANSWERS = {"get_account": get_account, "list_accounts": list_accounts, "get_usag
            "list_open_tickets": tickets, "calculator": calculator, "search_knowledge": knowledge, "send_email": sent,
            "delete_account": deleted}
 SUMMARIES = {"compute_health_score": health}
+MESSAGES = {"send_email": email}  # tool -> composer(text, address, tool description) of a message's arguments
