@@ -19,6 +19,7 @@ from django.db import DatabaseError, transaction
 from agents.model_calls import model_complete, profile_chain
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
+from core import telemetry
 from governance import redaction
 from governance.selectors import granted_tool_names
 from runs import harness
@@ -39,10 +40,11 @@ def _deps(run: Run, worker: str) -> harness.Deps:
 
     def execute(call: dict, *, side_effect: bool, approval_id: str | None) -> dict:
         tool = snapshot["tools"][call["name"]]
-        if side_effect:
-            return side_effect_execute(run_id=str(run.id), caller=caller, tool=tool, call=call, approval_id=approval_id,
-                                       worker=worker)
-        return dispatch(tool=tool, arguments=call["arguments"], ctx=ToolContext(str(run.id), caller))
+        with telemetry.tool_span(call, tool, side_effect=side_effect, approval_id=approval_id) as span:
+            if side_effect:
+                return span.done(side_effect_execute(run_id=str(run.id), caller=caller, tool=tool, call=call,
+                                                     approval_id=approval_id, worker=worker))
+            return span.done(dispatch(tool=tool, arguments=call["arguments"], ctx=ToolContext(str(run.id), caller)))
 
     return harness.Deps(
         complete=partial(model_complete, chain=chain),
@@ -79,11 +81,12 @@ def run_advance(*, run_id: str, worker: str | None = None, known: Run | None = N
             run_finish(run, harness.Finish(RunStatus.FAILED, error="internal",
                                            message=f"step {run.step} was attempted {run.deliveries} times without finishing"))
         return
-    with Heartbeat(run.id, worker) as beat:
-        _advance(run, worker, beat)
+    # A span of the slice when tracing (and the run's id and caller on its log lines).
+    with Heartbeat(run.id, worker) as beat, telemetry.run_span(run) as span:
+        _advance(run, worker, beat, span)
 
 
-def _advance(run: Run, worker: str, beat: Heartbeat) -> None:
+def _advance(run: Run, worker: str, beat: Heartbeat, span) -> None:
     deps = _deps(run, worker)
     slice_ends = time.monotonic() + settings.WARRANT["TIME_SLICE_SECONDS"]
     while True:
@@ -109,6 +112,7 @@ def _advance(run: Run, worker: str, beat: Heartbeat) -> None:
             result = harness.StepResult(run.state, harness.Finish(RunStatus.FAILED, error="internal",
                                                                   message=f"{type(exc).__name__} in step {run.step}"))
         run = run_checkpoint(run, worker, result)
+        span.step(result, run)
         if run is None or run.status != RunStatus.RUNNING:
             return
         if beat.lost:

@@ -17,7 +17,7 @@ import signal
 import time
 
 from celery import Celery
-from celery.signals import worker_process_init, worker_ready, worker_shutting_down
+from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutting_down
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "warrant.settings")
 
@@ -71,3 +71,12 @@ def _start_reconciler(**_) -> None:
     from runs.ticker import start_worker_reconciler
 
     start_worker_reconciler()
+
+
+@worker_init.connect(weak=False)
+@worker_process_init.connect(weak=False)
+def _start_telemetry(**kwargs):
+    """Tracing in workers when OTEL_EXPORTER_OTLP_ENDPOINT is set (a no-op otherwise; idempotent)."""
+    from warrant import telemetry
+
+    telemetry.setup()
