@@ -17,23 +17,17 @@ from rest_framework.test import APIClient
 from agents.models import Agent, ModelProfile, Tool
 from agents.services import agent_publish
 from governance.models import Policy, ToolGrant
+from governance.bootstrap import GOVERNANCE_ADMIN_PERMISSIONS, OPERATORS_ROLE
 from governance.services import policy_create
 
 _serial = itertools.count(1)
 
 # What each kind of person needs, by the role names settings.WARRANT uses by default.
-CALLER_ROLE = "operators"
+CALLER_ROLE = OPERATORS_ROLE
 APPROVER_ROLE = "secops"
 COMPLIANCE_ROLE = "compliance"
 GOVERNANCE_ADMIN_ROLE = "governance-admins"
-ROLE_PERMISSIONS = {
-    CALLER_ROLE: ["runs.add_run"],
-    GOVERNANCE_ADMIN_ROLE: [
-        "governance.add_policy", "governance.change_policy", "governance.view_policy",
-        "governance.add_toolgrant", "governance.delete_toolgrant", "governance.view_toolgrant",
-        "agents.change_agent", "agents.view_agent", "skills.add_skill", "skills.change_skill", "skills.view_skill",
-    ],
-}
+ROLE_PERMISSIONS = {CALLER_ROLE: ["runs.add_run"], GOVERNANCE_ADMIN_ROLE: list(GOVERNANCE_ADMIN_PERMISSIONS)}
 
 
 def fresh(prefix: str) -> str:

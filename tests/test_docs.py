@@ -23,7 +23,8 @@ def _section(text: str, heading: str) -> str:
 
 
 def _read_by_settings() -> set[str]:
-    text = (ROOT / "warrant" / "settings.py").read_text()
+    # settings.py, and warrant/logs.py, which builds its LOGGING.
+    text = "\n".join((ROOT / "warrant" / name).read_text() for name in ("settings.py", "logs.py"))
     reads = rf"""(?:os\.environ\.get\(|os\.environ\[|env_bool\()\s*["']({SETTING})"""
     return set(re.findall(reads, text))
 

@@ -236,6 +236,11 @@ def send_email(args: dict, ctx: ToolContext) -> dict:
     }
 
 
+# The outbox may send it again under the same key after a worker died mid-call (runs.outbox): the
+# key's unique row makes the second send find the first, so it is safe.
+send_email.honours_idempotency_key = True
+
+
 def delete_account(args: dict, ctx: ToolContext) -> dict:
     with transaction.atomic():
         account = _account_by_id(args.get("account_id"))

@@ -12,6 +12,9 @@ from warrant_verify.keys import Retirement, key_id, public_key_document
 
 
 class Command(BaseCommand):
+    # The system checks refuse to start while the signing key file is missing (governance.E010), and
+    # `generate` is what makes it: the command reads only key files and the chain's head.
+    requires_system_checks = []
     help = ("Receipt signing keys. `show` (the default) prints the published key set (keys.json). "
             "`generate --out PATH` writes a new Ed25519 private key (mode 0600). `rotate --out PATH` does the same "
             "and moves the active key's public half into WARRANT_RECEIPT_PUBLIC_KEYS_FILE as retired, bounded by "
