@@ -7,7 +7,7 @@ each tool's result reads in an answer. Pure: no ORM, no settings.
 
 import re
 
-from agents.backends.scripted_text import ADDRESS, NAME, number_text, sentences
+from agents.backends.scripted_text import ADDRESS, NAME, number_text, phrase_after, sentences
 
 # Request words (stems) that name what a tool or a record's field is about without using its words.
 SYNONYMS = {"risk": "health", "churn": "health", "churning": "health", "incident": "ticket", "issue": "ticket",
@@ -32,8 +32,7 @@ def email(text: str, address: str, tool_description: str = "") -> dict:
     """A short, polite email to `address` about whatever the ordering sentence names, signed as the
     tool's guide asks ("sign as 'Customer Success'")."""
     sentence = next((s for s in sentences(text) if address in s), text.strip())
-    match = re.search(r"\b(?:about|regarding|concerning|re:?)\s+(.+)", sentence.split(address, 1)[-1], re.I)
-    about = re.split(r"[?!\n]|\.(?:\s|$)", match.group(1))[0].strip(" .,;:\"'") if match else ""
+    about = phrase_after("about|regarding|concerning|re:?", sentence.split(address, 1)[-1])
     subject = re.sub(r"^(?:the|our|a|an)\s+", "", about, flags=re.I)
     subject = subject[:1].upper() + subject[1:] if subject else "Following up"
     local = re.split(r"[._+-]", address.split("@")[0])[0]
