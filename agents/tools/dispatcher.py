@@ -103,7 +103,8 @@ def _run(tool: dict, row: Tool, arguments: dict, ctx: ToolContext, timeout: floa
         return mcp.call(row.tool_source, remote_name=row.remote_name, arguments=arguments,
                         fingerprint=row.approved_sha256, timeout=timeout)
     if row.source == Tool.Source.OPENAPI:
-        return openapi.call(row.tool_source, binding=row.binding, arguments=arguments, timeout=timeout)
+        return openapi.call(row.tool_source, binding=row.binding, arguments=arguments, timeout=timeout,
+                            idempotency_key=ctx.idempotency_key)
     if row.tool_source_id is not None and not python_path_allowed(row.handler):
         # Before the import: importing runs the module's code (WARRANT_PYTHON_TOOL_MODULES may have narrowed).
         raise ToolError("tool_unavailable", f"{row.name}: its module is outside the modules this deployment allows "

@@ -9,10 +9,11 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from agents.models import CrmAccount, SentEmail, Tool
+from agents.tools import openapi
 from agents.tools.envelopes import ToolContext
 from runs import services
 from runs.models import ApprovalRequest, Run, SideEffect
-from runs.outbox import UnknownOutcome, idempotency_key, side_effect_execute
+from runs.outbox import UnknownOutcome, delivery_note, idempotency_key, resend_safe, side_effect_execute
 
 pytestmark = pytest.mark.django_db
 
@@ -195,3 +196,28 @@ def test_the_claim_is_committed_before_the_call_which_runs_outside_any_transacti
     assert seen["status"] == "executing" and seen["claimed_by"]  # another connection saw the committed claim
     effect = SideEffect.objects.get(run=run)
     assert (effect.status, effect.attempts, effect.claimed_by, effect.claim_expires_at) == ("done", 1, "", None)
+
+
+def test_which_tools_a_call_is_sent_again_to_after_a_lost_record(demo):
+    """Sent again under its key only where the tool makes that one effect (runs.outbox.resend_safe)."""
+    body = {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}
+    keyed = {"name": "Idempotency-Key", "in": "header", "schema": {"type": "string"}}
+    document = {"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "paths": {
+        "/keyed": {"post": {"operationId": "keyed", "parameters": [keyed], "requestBody": body, "responses": {}}},
+        "/plain": {"post": {"operationId": "plain", "requestBody": body, "responses": {}}},
+        "/put/{id}": {"put": {"operationId": "put", "parameters": [{"name": "id", "in": "path"}], "responses": {}}},
+    }}
+    for operation in openapi.operations(document):
+        Tool.objects.create(name=f"svc__{operation.name}", description="t", input_schema=operation.input_schema,
+                            source=Tool.Source.OPENAPI, binding=operation.binding, side_effect=True)
+    declared = Tool.objects.get(name="svc__keyed")
+    # The declared header is Warrant's to fill with the call's key, not an argument the model gives.
+    assert "Idempotency-Key" not in declared.input_schema["properties"] and declared.binding["idempotency_key"]
+    Tool.objects.create(name="mcp_thing", description="t", source=Tool.Source.MCP, side_effect=True)
+    Tool.objects.filter(name="list_accounts").update(handler=f"{__name__}.keyed_delete")
+    verdicts = {name: resend_safe(name) for name in
+                ("svc__keyed", "svc__plain", "svc__put", "mcp_thing", "delete_account", "list_accounts", "nothing")}
+    assert verdicts == {"svc__keyed": True, "svc__plain": False, "svc__put": True, "mcp_thing": False,
+                        "delete_account": False, "list_accounts": True, "nothing": False}
+    assert "sent again under the same idempotency key" in delivery_note("svc__keyed")
+    assert "unknown outcome" in delivery_note("svc__plain")
