@@ -15,6 +15,7 @@ approval, or on another worker, continues under it, and links to the request or 
 """
 
 import hashlib
+import logging
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -27,6 +28,7 @@ _tracer = None  # set by enable(); None: tracing is off
 forced_ids: ContextVar[tuple[int, int] | None] = ContextVar("warrant_forced_span_ids", default=None)
 
 TERMINAL = {"succeeded", "failed", "blocked", "stopped", "cancelled"}
+slice_log = logging.getLogger("runs.slice")
 
 
 def enable(tracer) -> None:
@@ -95,7 +97,11 @@ def run_span(run):
     caller = (snapshot.get("caller") or {}).get("username", "")
     with logctx.run_context(str(run.id), user_name=caller):
         if _tracer is None:
-            yield OFF
+            handle = Slice(run)
+            try:
+                yield handle
+            finally:
+                handle.log()
             return
         with _slice_span(run, snapshot) as handle:
             yield handle
@@ -140,14 +146,34 @@ def _slice_span(run, snapshot: dict):
             forced_ids.reset(token)
     handle = SliceSpan(span, run)
     with trace.use_span(span, end_on_exit=True, record_exception=True, set_status_on_exception=True):
-        yield handle
+        try:
+            yield handle
+        finally:
+            handle.log()
 
 
-class SliceSpan:
-    """What a slice's span learns from each checkpoint (run_advance calls step())."""
+class Slice:
+    """One slice of a run as run_advance reports it (step() after each checkpoint); its log line at the end."""
+
+    def __init__(self, run):
+        self.run, self.first_step = run, run.step
+
+    def step(self, result, run) -> None:
+        if run is not None:
+            self.run = run
+
+    def log(self) -> None:
+        """One line per slice: which steps it took and where the run is now."""
+        slice_log.info("run %s advanced from step %s to %s: %s", self.run.id, self.first_step, self.run.step,
+                       self.run.status)
+
+
+class SliceSpan(Slice):
+    """What a slice's span learns from each checkpoint."""
 
     def __init__(self, span, run):
-        self.span, self.run = span, run
+        super().__init__(run)
+        self.span = span
 
     def step(self, result, run) -> None:
         """After run_checkpoint: the step's governance events and, once known, the run's outcome."""
