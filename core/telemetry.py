@@ -47,12 +47,6 @@ def run_trace_ids(run_id) -> tuple[int, int]:
     return trace_id, span_id
 
 
-def traceparent(run_id) -> str:
-    """The W3C traceparent of a run's root span (what an operator greps a trace backend for)."""
-    trace_id, span_id = run_trace_ids(run_id)
-    return f"00-{trace_id:032x}-{span_id:016x}-01"
-
-
 def current_ids() -> tuple[str, str]:
     """(trace id, span id) of the current span in hex, for log lines; empty when off."""
     if _tracer is None:

@@ -108,3 +108,24 @@ def test_an_open_breaker_and_waiting_runs_show(client, operator):
     samples = _scrape(client)
     assert _value(samples, "warrant_queue_depth") == 1
     assert 90 <= _value(samples, "warrant_queue_oldest_seconds") < 150
+
+
+@override_settings(WARRANT_METRICS_TOKEN=TOKEN)
+def test_a_fallback_and_a_failing_server_are_counted(client, demo, settings):
+    from tests.agents.backends_http.flows import ask, use_profile
+    from tests.agents.backends_http.server import ModelServer, Reply
+
+    settings.WARRANT = settings.WARRANT | {"MODEL_RETRY_BASE_SECONDS": 0.01, "MODEL_RETRY_MAX_SECONDS": 0.05,
+                                           "MODEL_BREAKER_FAILURES": 2}
+    server = ModelServer()
+    try:
+        server.default = lambda seen: Reply(503, {"error": {"message": "no GPU"}})
+        use_profile("vllm-gpu", backend="openai", base_url=server.url, max_retries=1, fallbacks=["scripted"])
+        run = ask("List all accounts.")
+    finally:
+        server.close()
+    assert run.status == "succeeded"
+    samples = _scrape(client)
+    calls = _value(samples, "warrant_model_call_duration_seconds_count", profile="vllm-gpu", outcome="ok")
+    assert calls >= 1 and _value(samples, "warrant_model_fallbacks_total", profile="vllm-gpu") == calls
+    assert _value(samples, "warrant_model_breaker_state", profile="vllm-gpu", state="open") == 1
