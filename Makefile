@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run check test test-main test-live test-services fuzz install install-test browser-deps sandbox-deps demo token clean bench bench-install bench-smoke
+.PHONY: run check test test-main test-live test-services prod-smoke fuzz install install-test browser-deps sandbox-deps demo token clean bench bench-install bench-smoke
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -85,22 +85,37 @@ test: install-test browser-deps sandbox-deps
 test-main: install-test
 	$(PY) -m pytest -n $(PYTEST_WORKERS)
 
-# The benchmarks' smoke run, the durability suite and the fuzz share nothing (their own databases,
-# Redis ports and servers), so they run at the same time. Each one's output goes to its log in
-# TEST_LOGS and is printed when all three have ended; the target fails if any of them failed.
+# The benchmarks' smoke run, the durability suite, the fuzz and the production smoke share nothing
+# (their own databases, Redis ports and servers), so they run at the same time. Each one's output
+# goes to its log in TEST_LOGS and is printed when all four have ended; the target fails if any of
+# them failed.
 test-live: install-test bench-install
 	@mkdir -p $(TEST_LOGS)
-	@echo "bench-smoke, test-services and fuzz side by side (output in $(TEST_LOGS)/)"
+	@echo "bench-smoke, test-services, fuzz and prod-smoke side by side (output in $(TEST_LOGS)/)"
 	@$(MAKE) --no-print-directory bench-smoke > $(TEST_LOGS)/bench-smoke.log 2>&1 & bench=$$!; \
 	$(MAKE) --no-print-directory test-services > $(TEST_LOGS)/test-services.log 2>&1 & services=$$!; \
 	$(MAKE) --no-print-directory fuzz > $(TEST_LOGS)/fuzz.log 2>&1 & fuzz=$$!; \
-	wait $$bench; b=$$?; wait $$services; s=$$?; wait $$fuzz; f=$$?; \
-	for part in bench-smoke test-services fuzz; do echo; echo "=== $$part ($(TEST_LOGS)/$$part.log)"; cat $(TEST_LOGS)/$$part.log; done; \
-	echo; echo "bench-smoke: exit $$b   test-services: exit $$s   fuzz: exit $$f"; \
-	[ $$b -eq 0 ] && [ $$s -eq 0 ] && [ $$f -eq 0 ]
+	$(MAKE) --no-print-directory prod-smoke > $(TEST_LOGS)/prod-smoke.log 2>&1 & prod=$$!; \
+	wait $$bench; b=$$?; wait $$services; s=$$?; wait $$fuzz; f=$$?; wait $$prod; p=$$?; \
+	for part in bench-smoke test-services fuzz prod-smoke; do echo; echo "=== $$part ($(TEST_LOGS)/$$part.log)"; cat $(TEST_LOGS)/$$part.log; done; \
+	echo; echo "bench-smoke: exit $$b   test-services: exit $$s   fuzz: exit $$f   prod-smoke: exit $$p"; \
+	[ $$b -eq 0 ] && [ $$s -eq 0 ] && [ $$f -eq 0 ] && [ $$p -eq 0 ]
 
 test-services: install-test
 	DATABASE_URL=$(PG_URL) CELERY_BROKER_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 $(PY) -m pytest tests/services
+
+# Warrant as the README's "Production" section deploys it: tests/prod/smoke.py runs that section's
+# commands as written (DEBUG off, a generated secret key) against its own database PROD_SMOKE_DB on
+# PG_URL's server (dropped and made again), its own redis-server on PROD_SMOKE_REDIS_PORT and gunicorn
+# on PROD_SMOKE_PORT, with two Celery workers and beat; then a governed run with an approval by a second
+# user, /readyz and /metrics, and the admin and the API docs in Chromium. Prints each phase's time;
+# screenshots in var/prod-smoke/. Part of `make test`.
+PROD_SMOKE_DB ?= warrant_prod_smoke
+PROD_SMOKE_REDIS_PORT ?= 6398
+PROD_SMOKE_PORT ?= 8098
+prod-smoke: install-test browser-deps
+	$(PY) tests/prod/smoke.py --pg-url $(PG_URL) --database $(PROD_SMOKE_DB) \
+		--redis-port $(PROD_SMOKE_REDIS_PORT) --port $(PROD_SMOKE_PORT)
 
 # Schemathesis against a live server (gunicorn on loopback, a throwaway SQLite database), as two
 # personas with a peer for object-level authorization, about four minutes (FUZZ_MAX_EXAMPLES and the
