@@ -2,12 +2,11 @@
 
 Records are of the kinds the tools take ids of: a property `account_id` makes "account" a kind;
 the tool on offer that says the kind in its name and takes a `query` resolves a name to a record,
-and one that says it and takes nothing lists them all. What a property takes goes by its name:
-`<kind>_id` a record's id, a resolver's `query` a record's name, another `query` (`q`, `topic`,
-`search`) a search topic, `to` an address, `subject` and `body` a message's, `expression`
-arithmetic, `name` a name. Filling one has three outcomes: ready (the values, several to fan out
-over), wait (first make these lookups) or skip (and why); a call is as ready as its least ready
-argument.
+one that says it and takes nothing lists them all. A property takes, by its name: `<kind>_id` a
+record's id, a resolver's `query` a record's name, another `query` (`q`, `topic`, `search`) a
+topic, `to` an address, `subject` and `body` a message's (from the tool's wording), `expression`
+arithmetic, `name` a name. A fill is ready (values, several to fan out over), wait (first make
+these lookups) or skip (and why); a call is as ready as its least ready argument.
 """
 
 import json
@@ -21,9 +20,8 @@ from agents.prompt_format import LOAD_SKILL
 
 # Tools whose name starts with one of these change something: they are inferred only when the
 # request says the verb, and never fanned out over every record.
-SIDE_EFFECT_VERBS = frozenset(
-    {"send", "delete", "remove", "create", "update", "write", "post", "cancel", "close", "drop", "wipe"}
-)
+SIDE_EFFECT_VERBS = frozenset({"send", "delete", "remove", "create", "update", "write", "post", "cancel", "close",
+                               "drop", "wipe"})
 
 
 def call_key(name: str, arguments: dict) -> str:
@@ -54,7 +52,7 @@ class PastCall:
         return self.envelope.get("data") if self.ok else None
 
 
-def _json(raw, default=None):
+def _json(raw, default):
     try:
         return json.loads(raw) if isinstance(raw, str) else raw
     except ValueError:
@@ -72,8 +70,8 @@ def past_calls(messages: list[dict]) -> list[PastCall]:
         elif message.get("role") == "tool":
             content = tool_result_payload(message.get("content"))
             value = _json(content, content)
-            results[str(message.get("tool_call_id", ""))] = value if isinstance(value, dict) and isinstance(
-                value.get("ok"), bool) else {"ok": True, "data": value}
+            enveloped = isinstance(value, dict) and isinstance(value.get("ok"), bool)
+            results[str(message.get("tool_call_id", ""))] = value if enveloped else {"ok": True, "data": value}
     return [PastCall(i, name, args if isinstance(args, dict) else {}, results.get(i)) for i, name, args in calls]
 
 
@@ -90,9 +88,9 @@ def id_of(row: dict) -> str | None:
 
 @dataclass(frozen=True)
 class Scope:
-    """Where a call's arguments come from: the request, or the sentence of an order."""
+    """What the words that say what to do name: the request's, or an order's sentence."""
 
-    text: str  # the words that say what to do
+    text: str
     entities: tuple[str, ...]
     ids: tuple[str, ...]
     emails: tuple[str, ...]
@@ -100,7 +98,7 @@ class Scope:
 
 
 def scope_of(words: str, fan_out: bool = False, fallback: Scope | None = None) -> Scope:
-    """What `words` name; an order's sentence that names nothing falls back on the request's."""
+    """An order's sentence that names no record falls back on the request's records and addresses."""
     entities, ids, addresses = tuple(text.entities(words)), tuple(text.ids(words)), tuple(text.emails(words))
     if fallback and not entities and not ids:
         entities, ids = fallback.entities, fallback.ids
@@ -116,14 +114,17 @@ class Fill:
     description: str = ""  # an expression: what it means, for the answer
 
 
+def skip(reason: str) -> Fill:
+    return Fill("skip", reason=reason)
+
+
 def inferred_steps(request: str, tools: list[dict]) -> list[str]:
     """Tools whose name words the request says (a tool that changes something needs its verb said),
     the most specific of look-alikes; a calculator (it takes an `expression`) for arithmetic."""
     said, names, synonyms = text.words(request), [tool["name"] for tool in tools], text.wording().synonyms
-    where: dict[str, int] = {}  # stem -> first position in the request
-    for position, word in enumerate(said):
-        for form in (text.stem(word), synonyms.get(text.stem(word))):
-            where.setdefault(form, position)
+    where: dict[str, int] = {}  # stem (or what it means) -> first position in the request
+    for position, word in reversed(list(enumerate(said))):
+        where.update({text.stem(word): position, synonyms.get(text.stem(word)): position})
     matched: dict[str, int] = {}  # tool -> where in the request it was first named
     for tool in tools:
         name, parts = tool["name"], text.tool_words(tool["name"])
@@ -141,10 +142,8 @@ def inferred_steps(request: str, tools: list[dict]) -> list[str]:
     def rank(name):  # more words, then more said exactly as the tool spells them, then offered first
         return len(stems(name)), sum(part in said for part in name.lower().split("_")), -names.index(name)
 
-    # delete_account says more than get_account about "delete the account"; of list_accounts and
-    # get_account, "list all accounts" says list_accounts.
-    kept = [name for name in matched if not any(stems(other) >= stems(name) and rank(other) > rank(name)
-                                                for other in matched)]
+    # "delete the account" says delete_account more than get_account, "list all accounts" list_accounts.
+    kept = [name for name in matched if not any(stems(o) >= stems(name) and rank(o) > rank(name) for o in matched)]
     return sorted(kept, key=lambda name: (matched[name], names.index(name)))
 
 
@@ -162,15 +161,13 @@ class Plan:
         self.orders = own + [order for words in said[1:] + results for order in text.find_orders(words, self.tools)]
         subject = text.strip_orders(said[0], own)
         self.steps = text.planned_steps(request.system, self.tools) or inferred_steps(subject, request.tools)
-        self.kinds = list(dict.fromkeys(p[:-3] for tool in request.tools for p in properties(tool) if p.endswith("_id")))
+        self.kinds = list(dict.fromkeys(prop[:-3] for tool in request.tools for prop in properties(tool)
+                                        if prop.endswith("_id")))
         self.resolvers = {kind: self._tool_for(kind, lambda props: "query" in props) for kind in self.kinds}
         self.listers = {kind: self._tool_for(kind, lambda props: not props) for kind in self.kinds}
-        self.names = {}  # record id -> name, from every result
-        for row in (row for call in self.history for row in rows(call.data)):
-            if id_of(row) and isinstance(row.get("name"), str) and row["name"]:
-                self.names.setdefault(id_of(row), row["name"])
-        fan_out = any(step in self.listers.values() for step in self.steps)
-        self.scope = scope_of(subject, fan_out=fan_out)
+        self.names = {id_of(row): row["name"] for call in reversed(self.history) for row in rows(call.data)
+                      if id_of(row) and isinstance(row.get("name"), str) and row["name"]}  # the first name said wins
+        self.scope = scope_of(subject, fan_out=any(step in self.listers.values() for step in self.steps))
         self.skipped: list[str] = []
 
     def _tool_for(self, kind: str, takes) -> str | None:
@@ -183,65 +180,68 @@ class Plan:
     def made(self, name: str | None) -> list[PastCall]:
         return [call for call in self.history if call.name == name]
 
+    def label(self, record_id: str) -> str:
+        return f"{self.names[record_id]} ({record_id})" if record_id in self.names else record_id
+
+    def describe(self, expression: str) -> str | None:
+        """What an expression we built means ("10% of Acme Corp's ARR (240000)"), if we built it."""
+        fill = self.calculation(self.scope)
+        return fill.description if fill.values == [expression] else None
+
     def next_calls(self) -> list[tuple[str, dict]]:
         """Every call whose arguments are known now, and the lookups the others wait for; never a
-        call already made. An order is obeyed first, a bare "call X" (no arguments, no target) once."""
+        call already made. Orders first, a bare "call X" (no arguments, no target) once."""
         seen = {call_key(call.name, call.arguments) for call in self.history}
         fills = [(order.tool, self.fill_order(order)) for order in self.orders
                  if order.arguments is not None or order.target is not None or not self.made(order.tool)]
-        fills += [(step, self.fill_step(step, self.scope)) for step in self.steps]
         batch = []
-        for tool, fill in fills:
-            if fill.status == "skip":
-                self.skipped.append(fill.reason)
+        for tool, fill in fills + [(step, self.fill_step(step, self.scope)) for step in self.steps]:
+            self.skipped += [fill.reason] if fill.status == "skip" else []
             for name, arguments in ([(tool, a) for a in fill.values] if fill.status == "ready" else fill.needs):
                 if call_key(name, arguments) not in seen:
                     seen.add(call_key(name, arguments))
                     batch.append((name, arguments))
         return batch
 
-    # --- For the answer -----------------------------------------------------------------------
-
-    def label(self, record_id: str) -> str:
-        name = self.names.get(record_id)
-        return f"{name} ({record_id})" if name else record_id
-
-    def describe(self, expression: str) -> str | None:
-        """What an expression we built means ("10% of Acme Corp's ARR (240000)"), if we built it."""
-        fill = self.calculation(self.scope)
-        return fill.description if fill.status == "ready" and fill.values == [expression] else None
-
     # --- Records ------------------------------------------------------------------------------
 
     def resolve(self, name: str, kind: str) -> Fill:
-        """The record called `name` (or written as its id), as the resolver found it, or the lookup to make first."""
-        resolver = self.resolvers[kind]
-        asked = [call for call in self.made(resolver) if str(call.arguments.get("query", "")).casefold() == name.casefold()]
-        if not asked:
-            return Fill("wait", needs=[(resolver, {"query": name})]) if resolver else Fill(
-                "skip", reason=f"no way to look up the {kind} {name!r}")
-        found = [{**row, "id": id_of(row)} for row in rows(asked[0].data) if id_of(row)]
-        if found or asked[0].envelope is None:
-            return Fill("ready", found[:1]) if found else Fill("wait")
-        return Fill("skip", reason=f"no {kind} matches {name!r}")
+        """The record called `name`: from the list if one was read (the same name, else one starting
+        with the other), else as the resolver found it; or the lookup to make first."""
+        resolver, lister = self.resolvers[kind], self.listers[kind]
+        listed = sorted((row for call in self.made(lister) for row in rows(call.data) if id_of(row)), key=id_of)
+        wanted = name.casefold()
+        for same in (lambda have: have == wanted,
+                     lambda have: have.startswith(wanted + " ") or wanted.startswith(have + " ")):
+            if found := [{**row, "id": id_of(row)} for row in listed if same(str(row.get("name", "")).casefold())]:
+                return Fill("ready", found[:1])
+        asked = [call for call in self.made(resolver) if str(call.arguments.get("query", "")).casefold() == wanted]
+        if asked:
+            found = [{**row, "id": id_of(row)} for row in rows(asked[0].data) if id_of(row)]
+            return Fill("ready", found[:1]) if found else Fill("wait") if asked[0].envelope is None else skip(
+                f"no {kind} matches {name!r}")
+        if lister in self.steps and not any(call.envelope for call in self.made(lister)):
+            return Fill("wait", needs=[(lister, {})])  # the list is on its way: the name is read from it
+        if resolver or (lister and not self.made(lister)):
+            return Fill("wait", needs=[(resolver, {"query": name}) if resolver else (lister, {})])
+        return skip(f"no way to look up the {kind} {name!r}")
 
     def records(self, scope: Scope, tool: str, kind: str) -> Fill:
-        """The records a call is about: named by id or name, or, fanning out, every one listed."""
+        """The records a call is about: named by id or by name, or, fanning out, every one listed."""
         if scope.ids or scope.entities:
             fills = [Fill("ready", [{"id": i}]) for i in scope.ids] + [self.resolve(n, kind) for n in scope.entities]
             if any(fill.status == "wait" for fill in fills):
                 return Fill("wait", needs=[need for fill in fills for need in fill.needs])
             values = [value for fill in fills for value in fill.values]
-            return Fill("ready", values) if values else Fill("skip", reason="; ".join(f.reason for f in fills))
+            return Fill("ready", values) if values else skip("; ".join(fill.reason for fill in fills))
         lister = self.listers[kind]
         if not (scope.fan_out and lister and not is_side_effect(tool)):
-            return Fill("skip", reason=f"the request names no {kind}")
+            return skip(f"the request names no {kind}")
         listed = [call for call in self.made(lister) if call.envelope is not None]
-        if not listed:
-            return Fill("wait", needs=[(lister, {})])
-        if not listed[0].ok:
-            return Fill("skip", reason=f"the {kind} list is not available")
-        return Fill("ready", [{"id": i} for i in map(id_of, rows(listed[0].data)) if i])
+        if listed and not listed[0].ok:
+            return skip(f"the {kind} list is not available")
+        return Fill("ready", [{"id": i} for i in map(id_of, rows(listed[0].data)) if i]) if listed else Fill(
+            "wait", needs=[(lister, {})])
 
     # --- Arguments ----------------------------------------------------------------------------
 
@@ -250,8 +250,8 @@ class Plan:
         percent = text.percent_request(scope.text)
         if not percent:
             expression = text.plain_arithmetic(scope.text)
-            return Fill("ready", [expression], description=expression) if expression else Fill(
-                "skip", reason="the request has nothing to calculate")
+            return Fill("ready", [expression], description=expression) if expression else skip(
+                "the request has nothing to calculate")
         share, subject = percent
         number = text.parse_number(subject)
         if number is None:  # a record's field: "Acme's ARR"
@@ -259,39 +259,39 @@ class Plan:
             names = [name for name in scope.entities if name in subject] or list(scope.entities)
             kind = next((kind for kind in self.kinds if self.resolvers[kind]), None)
             named = Scope(scope.text, tuple(names[:1]), () if names else scope.ids[:1], ())
-            found = self.records(named, "", kind) if kind else Fill("skip", reason=f"no way to look up {subject!r}")
+            found = self.records(named, "", kind) if kind else skip(f"no way to look up {subject!r}")
             if found.status != "ready":
                 return found
             record = found.values[0]
             number = record.get(field_word, record.get(text.wording().synonyms.get(field_word)))
             if not isinstance(number, (int, float)) or isinstance(number, bool):
-                return Fill("skip", reason=f"no {field_word or 'number'} to take {share}% of")
-            subject = f"{self.names.get(record['id'], record['id'])}'s {subject.split()[-1]} ({text.number_text(number)})"
-        expression = f"{text.number_text(number)} * {share} / 100"
-        return Fill("ready", [expression], description=f"{share}% of {subject}")
+                return skip(f"no {field_word or 'number'} to take {share}% of")
+            owner = self.names.get(record["id"], record["id"])
+            subject = f"{owner}'s {subject.split()[-1]} ({text.number_text(number)})"
+        else:
+            subject = text.number_text(number)
+        return Fill("ready", [f"{text.number_text(number)} * {share} / 100"], description=f"{share}% of {subject}")
 
     def value_for(self, tool: str, prop: str, scope: Scope) -> Fill:
         key = prop.lower()
+        resolves = next((kind for kind, resolver in self.resolvers.items() if resolver == tool), None)
         if key.endswith("_id") and key[:-3] in self.kinds:
             found = self.records(scope, tool, key[:-3])
             found.values = [record["id"] for record in found.values]
             return found
-        if key == "query" and tool in self.resolvers.values():
+        if key == "query" and resolves:
             names = list(scope.entities) or list(scope.ids)
-            kind = next(kind for kind, resolver in self.resolvers.items() if resolver == tool)
-            return Fill("ready", names) if names else Fill("skip", reason=f"the request names no {kind}")
+            return Fill("ready", names) if names else skip(f"the request names no {resolves}")
         if key in ("query", "q", "topic", "search"):
-            about = text.topic(scope.text)
-            return Fill("ready", [about]) if about else Fill("skip", reason="nothing to search for")
+            return Fill("ready", [about]) if (about := text.topic(scope.text)) else skip("nothing to search for")
         if key in ("to", "email", "recipient", "address"):
-            return Fill("ready", scope.emails[:1]) if scope.emails else Fill("skip", reason="no email address given")
+            return Fill("ready", list(scope.emails[:1])) if scope.emails else skip("no email address given")
         if key in ("subject", "body") and scope.emails and tool in text.wording().messages:
             return Fill("ready", [self.message(tool, scope.text, scope.emails[0])[key]])
         if key == "expression":
             return self.calculation(scope)
-        if key == "name" and scope.entities:
-            return Fill("ready", [scope.entities[0]])
-        return Fill("skip", reason=f"nothing to use for {prop}")
+        return Fill("ready", list(scope.entities[:1])) if key == "name" and scope.entities else skip(
+            f"nothing to use for {prop}")
 
     def message(self, tool: str, words: str, address: str) -> dict:
         return text.wording().messages[tool](words, address, str((self.tools.get(tool) or {}).get("description") or ""))
@@ -303,7 +303,7 @@ class Plan:
         for prop in schema.get("properties") or {}:
             fill = self.value_for(tool, prop, scope)
             if fill.status == "skip" and prop in (schema.get("required") or []):
-                return Fill("skip", reason=f"{tool}: {fill.reason}")
+                return skip(f"{tool}: {fill.reason}")
             needs += fill.needs
             if fill.status == "ready":
                 chosen[prop] = list(dict.fromkeys(fill.values))
@@ -316,18 +316,16 @@ class Plan:
             return Fill("ready", [order.arguments])
         if order.target_kind == "address" and order.tool in text.wording().messages:
             return Fill("ready", [self.message(order.tool, order.text, order.target)])
-        if order.target_kind == "record":  # "delete the account Initech": the kind the tool's name says
+        if order.target_kind == "record":  # "delete the account Initech": of the kind the tool's name says
             said = {text.stem(word) for word in text.tool_words(order.tool)}
             kind = next((kind for kind in self.kinds if text.stem(kind) in said), None)
-            is_id = bool(re.fullmatch(text.ID, order.target))
-            named = Scope(order.text, () if is_id else (order.target,), (order.target,) if is_id else (), ())
-            found = self.records(named, order.tool, kind) if kind else Fill(
-                "skip", reason=f"{order.tool}: no way to look up {order.target!r}")
+            by_id = bool(re.fullmatch(text.ID, order.target))
+            named = Scope(order.text, () if by_id else (order.target,), (order.target,) if by_id else (), ())
+            found = self.records(named, order.tool, kind) if kind else skip(f"no way to look up {order.target!r}")
             found.values = [{f"{kind}_id": record["id"]} for record in found.values]
             return found
-        if order.tool in self.tools:
-            return self.fill_step(order.tool, scope_of(order.text, fallback=self.scope))
-        return Fill("ready", [{}])
+        return self.fill_step(order.tool, scope_of(order.text, fallback=self.scope)) if order.tool in self.tools else (
+            Fill("ready", [{}]))
 
 
 def _text(content) -> str:

@@ -44,7 +44,8 @@ def wording() -> SimpleNamespace:
     parts = [import_module(path) for path in WORDING_MODULES]
     merged = {key.lower(): {k: v for part in parts for k, v in getattr(part, key, {}).items()}
               for key in ("SYNONYMS", "MESSAGES", "ANSWERS", "SUMMARIES")}
-    orders = [(tool, re.compile(pattern), kind) for part in parts for tool, pattern, kind in getattr(part, "ORDERS", ())]
+    orders = [(tool, re.compile(pattern), kind)
+              for part in parts for tool, pattern, kind in getattr(part, "ORDERS", ())]
     return SimpleNamespace(**merged, orders=orders)
 
 
@@ -184,6 +185,7 @@ _CALL_RE = re.compile(
     r"\b(?:call|use|run|invoke|execute)\s+(?:the\s+)?(?:tool\s+)?(`?)([A-Za-z_]\w*)(`?)(?:\s+tool\b)?", re.I)
 _WITH_RE = re.compile(r"\s*with\s+(?:the\s+)?(?:arguments?|args|parameters|params|input)?\s*:?\s*", re.I)
 _KV_RUN_RE = re.compile(r"""(?:[A-Za-z_]\w*\s*=\s*(?:"[^"]*"|'[^']*'|[^\s,;]+)\s*(?:,|and)?\s*)+""")
+_SENTENCE_ENDS = (". ", "! ", "? ", "\n")
 _PAIR_RE = re.compile(r"""([A-Za-z_]\w*)\s*[=:]\s*("[^"]*"|'[^']*'|[^,\s](?:[^,]*?[^,\s])??)(?=\s*(?:,|$))""")
 
 
@@ -205,12 +207,14 @@ def find_orders(text: str, tool_names) -> list[Order]:
     for match in _CALL_RE.finditer(text or ""):
         if match.group(2) in tool_names or (match.group(1) and match.group(3)) or "_" in match.group(2):
             arguments, end = _arguments_after(text, match.end())
-            left = max(text.rfind(mark, 0, match.start()) for mark in (". ", "! ", "? ", "\n"))
-            right = min([i for i in (text.find(mark, end) for mark in (". ", "! ", "? ", "\n")) if i != -1] or [len(text)])
-            orders.append(Order(match.group(2), arguments, None, text[left + 1 : right + 1].strip(), (match.start(), end)))
+            left = max(text.rfind(mark, 0, match.start()) for mark in _SENTENCE_ENDS)
+            right = min([i for i in (text.find(mark, end) for mark in _SENTENCE_ENDS) if i != -1] or [len(text)])
+            sentence = text[left + 1 : right + 1].strip()
+            orders.append(Order(match.group(2), arguments, None, sentence, (match.start(), end)))
     for tool, pattern, kind in wording().orders:
         for match in pattern.finditer(text or ""):
-            target = match.group(1).rstrip(".") if kind == "address" else re.sub(r"['’]s$", "", match.group(1).strip("\"'"))
+            target = match.group(1).strip("'\"")
+            target = match.group(1).rstrip(".") if kind == "address" else re.sub(r"['’]s$", "", target)
             if target.lower() not in ("the", "a", "an", "and", "now", "too", "it", "this", "that"):
                 orders.append(Order(tool, None, target, text, match.span(), kind))
     kept: list[Order] = []
