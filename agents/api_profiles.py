@@ -8,8 +8,9 @@ from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
-from agents import services
+from agents import profile_options, services
 from agents.api_fields import TimeoutField
+from agents.backends import registered_names
 from agents.model_calls import model_profile_test as services_model_profile_test
 from agents.models import ModelProfile
 from core.api_fields import StrictSerializer, UniqueListField
@@ -25,8 +26,22 @@ class ModelProfileOutputSerializer(serializers.ModelSerializer):
         ref_name = "ModelProfile"
         fields = [
             "name", "backend", "base_url", "model", "api_key_env", "connect_timeout", "read_timeout", "max_retries",
-            "fallbacks",
+            "fallbacks", "max_tokens", "temperature", "extra_body",
         ]
+
+    extra_body = serializers.DictField(help_text="Added to each request's body.")
+
+
+class BackendChoiceField(serializers.ChoiceField):
+    """One of the backends registered when the serializer is made (built-in, settings, entry points)."""
+
+    def __init__(self, **kwargs):
+        names = registered_names()
+        kwargs.setdefault("error_messages", {"invalid_choice": (
+            f'"{{input}}" is not a registered model backend: one of {", ".join(names)} (a deployment registers '
+            "others by name, in WARRANT_MODEL_BACKENDS or as warrant.backends entry points; a dotted path is "
+            "never taken).")})
+        super().__init__(choices=names, **kwargs)
 
 
 _SECRET_HINT = "Secrets are never stored or accepted: set api_key_env to the name of the environment variable."
@@ -37,10 +52,10 @@ class _ModelProfileFields(StrictSerializer):
 
     hints = {"api_key": _SECRET_HINT, "key": _SECRET_HINT, "secret": _SECRET_HINT}
 
-    backend = serializers.CharField(max_length=255, help_text=(
+    backend = BackendChoiceField(help_text=(
         "The name of a registered backend: scripted, openai, anthropic, or one the deployment registers "
         "(WARRANT_MODEL_BACKENDS, warrant.backends entry points). Never a dotted path: an unregistered name is "
-        "refused (400, saying why) and nothing is imported."))
+        "refused (400, listing the registered ones) and nothing is imported."))
     base_url = serializers.RegexField(services.HTTP_URL_PATTERN, max_length=200, allow_blank=True, required=False,
                                       help_text="http(s) URL of the model server; empty for none.")
     model = serializers.CharField(max_length=128)
@@ -57,6 +72,21 @@ class _ModelProfileFields(StrictSerializer):
         child=serializers.SlugField(max_length=64), max_length=10, required=False,
         help_text="Ordered names of existing profiles to try next; no self reference, no cycles.",
     )
+    max_tokens = serializers.IntegerField(
+        min_value=1, max_value=profile_options.MAX_TOKENS_LIMIT, allow_null=True, required=False,
+        help_text=f"The longest reply one call may get, in tokens, sent as max_tokens; null for "
+                  f"{profile_options.DEFAULT_MAX_TOKENS}. Not the run's token budget (the agent's max_tokens).")
+    temperature = serializers.FloatField(
+        min_value=0, max_value=profile_options.TEMPERATURE_LIMIT, allow_null=True, required=False,
+        help_text="Sent as temperature: 0 to 2 (the anthropic backend: 0 to 1); null to send none.")
+    extra_body = serializers.DictField(
+        required=False, validators=[profile_options.extra_body_validator],
+        help_text=f"A JSON object merged into each request's body, for what a server takes beyond the common "
+                  f"fields (top_k, seed, response_format, vLLM's repetition_penalty ...): at most "
+                  f"{profile_options.EXTRA_BODY_MAX_BYTES} bytes, {profile_options.EXTRA_BODY_MAX_KEYS} keys and "
+                  f"{profile_options.EXTRA_BODY_MAX_DEPTH} levels. It may not set "
+                  f"{', '.join(sorted(profile_options.RESERVED_KEYS))} (Warrant sets them, or they would give the "
+                  "model tools outside the harness), nor hold a secret (api_key, token, authorization ...).")
 
 
 class ModelProfileListCreateApi(PaginatedList, GenericAPIView):

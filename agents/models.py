@@ -10,6 +10,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from agents import profile_options
+
 
 def canonical_json(value) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
@@ -179,12 +181,29 @@ class ModelProfile(models.Model):
     read_timeout = models.FloatField(default=60.0)
     max_retries = models.PositiveSmallIntegerField(default=2)
     fallbacks = models.JSONField(default=list, blank=True, help_text="Ordered profile names to try next.")
+    # Sent with each request to this profile's server (agents.profile_options checks and applies them).
+    max_tokens = models.PositiveIntegerField(
+        null=True, blank=True, validators=[profile_options.max_tokens_validator],
+        help_text=f"The longest reply one call may get, in tokens (empty: {profile_options.DEFAULT_MAX_TOKENS}). "
+                  "Not the run's budget, which is the agent's.")
+    temperature = models.FloatField(
+        null=True, blank=True, validators=[profile_options.temperature_validator],
+        help_text="0 to 2 (anthropic: 0 to 1); empty: the server's default.")
+    extra_body = models.JSONField(
+        default=dict, blank=True, validators=[profile_options.extra_body_validator],
+        help_text=f"A JSON object added to each request's body (e.g. top_k, seed, response_format); at most "
+                  f"{profile_options.EXTRA_BODY_MAX_BYTES} bytes. It may not set the model, messages, tools, "
+                  "streaming, max_tokens or temperature, nor hold a key.")
 
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self):
+        if problems := profile_options.backend_problems(self.backend, self.temperature):
+            raise ValidationError(problems)
 
     def spec(self) -> dict:
         return {
@@ -197,6 +216,9 @@ class ModelProfile(models.Model):
             "read_timeout": self.read_timeout,
             "max_retries": self.max_retries,
             "fallbacks": list(self.fallbacks),
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "extra_body": dict(self.extra_body or {}),
         }
 
 

@@ -116,6 +116,7 @@ _AGENT_FIELDS = (
 )
 _PROFILE_FIELDS = (
     "backend", "base_url", "model", "api_key_env", "connect_timeout", "read_timeout", "max_retries", "fallbacks",
+    "max_tokens", "temperature", "extra_body",
 )
 REQUIRES_APPROVAL_NEEDS_ROLE = "A tool that requires approval names the role that approves it."
 _TOOL_FIELDS = ("enabled", "side_effect", "description", "timeout_seconds", "requires_approval", "approver_role")

@@ -10,10 +10,10 @@ import json
 
 from agents.backends.base import AttemptFailed, ModelOutputInvalid, ModelRequest, ModelResponse, ToolCall, Usage
 from agents.backends.transport import api_key, post_json
+from agents.profile_options import apply
 
 PATH = "/v1/messages"
 API_VERSION = "2023-06-01"
-MAX_OUTPUT_TOKENS = 4096
 CACHE = {"type": "ephemeral"}
 
 
@@ -26,12 +26,13 @@ class AnthropicBackend:
     def complete(self, request: ModelRequest) -> ModelResponse:
         key = api_key(self.profile)
         headers = {"anthropic-version": API_VERSION} | ({"x-api-key": key} if key else {})
-        reply = post_json(self.profile, PATH, payload(request), headers=headers, secret=key)
+        # The profile's max_tokens (4096 when empty), temperature and extra_body (agents.profile_options).
+        reply = post_json(self.profile, PATH, apply(payload(request), self.profile), headers=headers, secret=key)
         return parse(reply, request, backend=self.name)
 
 
 def payload(request: ModelRequest) -> dict:
-    body = {"model": request.model, "max_tokens": MAX_OUTPUT_TOKENS, "messages": wire_messages(request.messages)}
+    body = {"model": request.model, "messages": wire_messages(request.messages)}
     if request.system:
         body["system"] = [{"type": "text", "text": request.system, "cache_control": CACHE}]
     if request.tools:

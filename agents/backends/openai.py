@@ -2,7 +2,9 @@
 
 Speaks the dialect Ollama, llama.cpp's server, vLLM, LM Studio and hosted APIs share: a system
 message first, `tools` as functions, assistant `tool_calls` whose arguments are a JSON string,
-and `tool` messages carrying each result. base_url is the server root, without `/v1`.
+and `tool` messages carrying each result. base_url is the server root; one that ends in `/v1`
+(the form OpenAI's SDKs and Ollama's docs give) is taken as it is, not given a second `/v1`.
+The profile's max_tokens, temperature and extra_body go in the body (agents.profile_options).
 """
 
 import json
@@ -10,9 +12,9 @@ import json
 from agents.backends.base import (AttemptFailed, ModelOutputInvalid, ModelRequest, ModelResponse, ToolCall, Usage,
                                   estimate_tokens)
 from agents.backends.transport import api_key, post_json
+from agents.profile_options import apply
 
 PATH = "/v1/chat/completions"
-MAX_OUTPUT_TOKENS = 4096
 
 
 class OpenAIBackend:
@@ -24,15 +26,22 @@ class OpenAIBackend:
     def complete(self, request: ModelRequest) -> ModelResponse:
         key = api_key(self.profile)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        reply = post_json(self.profile, PATH, payload(request), headers=headers, secret=key)
+        body = apply(payload(request), self.profile)
+        reply = post_json(self.profile, path(self.profile), body, headers=headers, secret=key)
         return parse(reply, request, backend=self.name)
+
+
+def path(profile: dict) -> str:
+    """Where the call goes under base_url: its /v1 is not repeated."""
+    root = (profile.get("base_url") or "").rstrip("/")
+    return PATH.removeprefix("/v1") if root.endswith("/v1") else PATH
 
 
 def payload(request: ModelRequest) -> dict:
     messages = [{"role": "system", "content": request.system}] if request.system else []
     for message in request.messages:
         messages.append(_wire_message(message))
-    body = {"model": request.model, "messages": messages, "max_tokens": MAX_OUTPUT_TOKENS, "stream": False}
+    body = {"model": request.model, "messages": messages, "stream": False}
     if request.tools:
         body["tools"] = [
             {"type": "function",

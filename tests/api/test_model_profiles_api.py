@@ -29,7 +29,7 @@ def test_it_creates_and_reads_a_profile_without_any_key_field(admin, operator):
     for body in (response.json(), operator.get("/api/v1/model-profiles/local-llama/").json(),
                  operator.get("/api/v1/model-profiles/").json()["results"][0]):
         assert set(body) == {"name", "backend", "base_url", "model", "api_key_env", "connect_timeout",
-                             "read_timeout", "max_retries", "fallbacks"}
+                             "read_timeout", "max_retries", "fallbacks", "max_tokens", "temperature", "extra_body"}
     assert response.json()["api_key_env"] == "LOCAL_LLAMA_KEY"
 
 
