@@ -19,6 +19,7 @@ from core.api_fields import StrictSerializer, has_text
 from core.permissions import CanStartRuns
 from runs import provenance, selectors, services
 from runs.idempotency import idempotent
+from runs.model_answer import model_answer
 from runs.models import ApprovalRequest, Run, RunEvent
 from runs.throttles import PostThrottle
 
@@ -52,6 +53,12 @@ class UsageSerializer(serializers.Serializer):
     tool_calls = serializers.IntegerField()
 
 
+class AnsweredBySerializer(serializers.Serializer):
+    profile = serializers.CharField(help_text="The model profile that answered.")
+    backend = serializers.CharField()
+    model = serializers.CharField(help_text="The model as the server named it in its reply.")
+
+
 class RunOutputSerializer(serializers.ModelSerializer):
     agent = serializers.CharField(source="agent.slug")
     agent_version = serializers.IntegerField(source="agent_version.version")
@@ -62,12 +69,17 @@ class RunOutputSerializer(serializers.ModelSerializer):
     usage = serializers.SerializerMethodField()
     pending_approval = serializers.SerializerMethodField()
     receipt_id = serializers.SerializerMethodField()
+    model_profile = serializers.SerializerMethodField()
+    answered_by = serializers.SerializerMethodField()
+    fell_back = serializers.SerializerMethodField()
+    fallback_calls = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
         fields = [
             "id", "agent", "agent_version", "caller", "status", "stop_reason", "error", "error_message", "tainted",
             "input", "output", "created_at", "started_at", "finished_at", "usage", "pending_approval", "receipt_id",
+            "model_profile", "answered_by", "fell_back", "fallback_calls",
         ]
 
     def to_representation(self, run: Run) -> dict:
@@ -89,6 +101,24 @@ class RunOutputSerializer(serializers.ModelSerializer):
         estimated = any(call.get("tokens_estimated", True) for call in run.state.get("model_calls", []))
         return {"input_tokens": run.input_tokens, "output_tokens": run.output_tokens, "tokens_estimated": estimated,
                 "llm_calls": run.llm_calls, "tool_calls": run.tool_calls}
+
+    @extend_schema_field(serializers.CharField(help_text="The model profile the run's agent version names."))
+    def get_model_profile(self, run: Run) -> str:
+        return model_answer(run)["requested_profile"]
+
+    @extend_schema_field(AnsweredBySerializer(allow_null=True))
+    def get_answered_by(self, run: Run) -> dict | None:
+        """The profile, backend and model that answered the run's last model call; null before any was answered."""
+        return model_answer(run)["answered_by"]
+
+    @extend_schema_field(serializers.BooleanField(
+        help_text="True when a fallback profile, not the requested one, answered any of the run's model calls."))
+    def get_fell_back(self, run: Run) -> bool:
+        return model_answer(run)["fell_back"]
+
+    @extend_schema_field(serializers.IntegerField(help_text="How many of the run's model calls a fallback answered."))
+    def get_fallback_calls(self, run: Run) -> int:
+        return model_answer(run)["fallback_calls"]
 
     @extend_schema_field(PendingApprovalSerializer(allow_null=True))
     def get_pending_approval(self, run: Run) -> dict | None:

@@ -11,7 +11,8 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 
 from agents.demo_data import TOOL_DEFINITIONS, TRUSTED_OUTPUT, load_crm
-from agents.models import Agent, ModelProfile, Tool, TrustChange
+from agents import demo_model
+from agents.models import Agent, Tool, TrustChange
 from agents.services import agent_publish
 from agents.trust import tool_trust
 from governance.bootstrap import DEFAULT_POLICIES, policies_ensure, roles_ensure
@@ -97,10 +98,12 @@ def demo_load(*, skills_dir: Path | None = None) -> dict:
     users = _users(roles, os.environ.get("DEMO_PASSWORD") or "warrant-demo")
     for tool in tools:
         ToolGrant.objects.get_or_create(role=roles["operators"], tool=tool)
-    profile, _ = ModelProfile.objects.get_or_create(name="scripted", defaults={"backend": "scripted", "model": "scripted-1"})
+    # scripted, or the model server WARRANT_MODEL_URL and WARRANT_MODEL_NAME name (agents.demo_model).
+    profile = demo_model.demo_profile()
     agent, _ = Agent.objects.get_or_create(slug="crm-assistant", defaults={
         "name": "CRM assistant", "description": "Answers questions about customer accounts.",
         "instructions": INSTRUCTIONS, "model_profile": profile})
+    demo_model.point(agent, profile)
     agent.tools.add(*tools)
     version, published = agent_publish(agent=agent)
     policies = policies_ensure(POLICIES)
@@ -109,4 +112,4 @@ def demo_load(*, skills_dir: Path | None = None) -> dict:
     skills = [skill_import(text=path.read_text(encoding="utf-8"), status=Skill.Status.ACTIVE)[0].name
               for path in sorted(root.glob("*/SKILL.md"))]
     return {"users_created": users, "policies_created": policies, "agent_version": version.version,
-            "agent_published": published, "skills": skills}
+            "agent_published": published, "skills": skills, "model": demo_model.describe(agent.model_profile)}

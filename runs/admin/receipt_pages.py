@@ -17,6 +17,7 @@ from governance.models import Policy
 from runs import selectors
 from runs.access_log import receipt_access_record
 from runs.admin.base import AgentFilter, RunStatusFilter, WorkbenchAdmin
+from runs.model_answer import label as model_label
 from runs.models import Receipt, ReceiptAccess
 from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, export_part, receipts_export
 from runs.signing import verifying_keys
@@ -67,7 +68,7 @@ def verification_badge(receipt: Receipt, chain) -> str:
 class ReceiptAdmin(WorkbenchAdmin):
     """Read-only for everyone, superusers included; every page and export lands in the access log."""
 
-    list_display = ["seq", "run_link", "agent", "caller", "run_status", "badge", "created_at"]
+    list_display = ["seq", "run_link", "agent", "caller", "run_status", "answered_by", "badge", "created_at"]
     list_filter = [ReceiptStatusFilter, ReceiptAgentFilter, ("created_at", admin.DateFieldListFilter)]
     search_fields = ["=run__id", "hash"]
     list_select_related = ["run", "run__agent", "run__caller"]
@@ -104,6 +105,10 @@ class ReceiptAdmin(WorkbenchAdmin):
     @admin.display(description="run status")
     def run_status(self, receipt):
         return status_label(receipt.run.status)
+
+    @admin.display(description="answered by")
+    def answered_by(self, receipt):
+        return model_label(receipt.run)  # a fallback, as the receipt's model_calls record it
 
     @admin.display(description="verification")
     def badge(self, receipt):

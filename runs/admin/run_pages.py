@@ -9,13 +9,15 @@ from core.admin import ReadOnlyAdmin
 from core.permissions import reads_everything
 from runs import selectors
 from runs.admin.base import AgentFilter, RunStatusFilter, WorkbenchAdmin
+from runs.model_answer import label as model_label
 from runs.models import Receipt, Run, RunEvent, SideEffect
 from runs.templatetags.workbench import status_label
 
 
 @admin.register(Run)
 class RunAdmin(WorkbenchAdmin):
-    list_display = ["short_id", "request_text", "agent", "caller", "status_text", "outcome", "tainted_text", "created_at"]
+    list_display = ["short_id", "request_text", "agent", "caller", "status_text", "outcome", "answered_by", "tainted_text",
+                    "created_at"]
     list_filter = [RunStatusFilter, AgentFilter, ("caller", admin.RelatedOnlyFieldListFilter),
                    ("created_at", admin.DateFieldListFilter), "tainted"]
     search_fields = ["id", "input", "caller__username"]
@@ -40,6 +42,11 @@ class RunAdmin(WorkbenchAdmin):
     @admin.display(description="stop reason / error")
     def outcome(self, run):
         return run.stop_reason or run.error or "-"
+
+    @admin.display(description="answered by")
+    def answered_by(self, run):
+        # The profile that answered; a fallback is said out loud, not left to the trace (runs.model_answer).
+        return model_label(run)
 
     @admin.display(description="tainted", ordering="tainted")
     def tainted_text(self, run):
