@@ -119,7 +119,7 @@ class Service:
         self.process = subprocess.Popen(["bash", "-c", "exec " + command], cwd=ROOT, env=env, stdout=self.handle,
                                         stderr=subprocess.STDOUT, start_new_session=True)
 
-    def wait_log(self, marker: bytes, timeout: float = 60) -> None:
+    def wait_log(self, marker: bytes, timeout: float = 120) -> None:
         def started():
             if self.process.poll() is not None:
                 raise smoke_walk.SmokeFailure(f"{self.command!r} exited: {self.log.read_text()[-3000:]}")

@@ -156,6 +156,12 @@ def governed_run(base: str, tokens: dict[str, str], *, admin: str, operator: str
     the approver approves, and the run ends succeeded with a receipt that verifies."""
     gov, op, ap = _client(base, tokens[admin]), _client(base, tokens[operator]), _client(base, tokens[approver])
     with phase("API: tool, grant, model profile, agent, approval policy"):
+        # What bootstrap left: roles, no demo (no agent, tool or profile), and the two accounts just made.
+        check(_ok(gov.get("/agents/"))["count"] == 0 and _ok(gov.get("/tools/"))["count"] == 0
+              and _ok(gov.get("/model-profiles/"))["count"] == 0, "the database holds demo data")
+        members = {role["name"]: role["members"] for role in _ok(gov.get("/roles/"))["results"]}
+        check(members == {"operators": 1, "secops": 1, "compliance": 0, "governance-admins": 1},
+              f"the roles and their members: {members}")
         _ok(gov.post("/tool-sources/", json={"name": "smoke", "kind": "python", "path": "tests.prod.smoke_tools"}), 201)
         report = _ok(gov.post("/tool-sources/smoke/sync/"))
         check(report.get("created") == [TOOL], f"the sync made {report.get('created')}, not [{TOOL}]")
@@ -179,6 +185,8 @@ def governed_run(base: str, tokens: dict[str, str], *, admin: str, operator: str
         check(approval is not None, f"the approver's queue lacks the run's request: {pending}")
         check(_ok(op.get("/approvals/", params={"status": "pending"}))["results"] == [],
               "the operator sees the approver's queue")
+        check(op.post(f"/approvals/{approval['id']}/approve/", json={"reason": "mine"}).status_code == 404,
+              "the operator could approve their own run's request")
         _ok(ap.post(f"/approvals/{approval['id']}/approve/", json={"reason": "prod-smoke"}))
         run = _until(lambda: _ok(op.get(f"/runs/{run['id']}/")), lambda r: r["status"] not in ("queued", "running"),
                      "the approved run to finish")
