@@ -158,6 +158,7 @@ def run_healthcheck(port: int, allowed_hosts: str) -> int:
     return subprocess.run(healthcheck_argv(port), env=env, capture_output=True, timeout=30).returncode
 
 
+@pytest.mark.slow  # a live server, and the check run as the process Docker would start
 def test_the_healthcheck_asks_healthz_with_a_host_the_settings_accept(live_server):
     port = int(live_server.url.rsplit(":", 1)[1])
     # The test server answers for 127.0.0.1 and localhost (the settings in debug).
