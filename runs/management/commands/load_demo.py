@@ -10,6 +10,7 @@ class Command(BaseCommand):
         result = demo_load()
         self.stdout.write(self.style.SUCCESS(
             f"Demo loaded: crm-assistant v{result['agent_version']}, skills {', '.join(result['skills'])}"))
+        self.stdout.write(result["model"])
         if result["users_created"]:
             self.stdout.write(f"Created users: {', '.join(result['users_created'])}")
         self.stdout.write("Demo logins (password 'warrant-demo' unless DEMO_PASSWORD was set when they were created):")
