@@ -829,6 +829,43 @@ def test_it_does_not_read_ordinary_prose_as_orders(text):
 # --- The backend is generic -----------------------------------------------------------------
 
 
+PROJECT_TOOLS = [
+    {"name": "list_projects", "description": "Every project.", "input_schema": _schema()},
+    {"name": "find_project", "description": "One project by name.", "input_schema": _schema(query="A name.")},
+    {"name": "get_project_budget", "description": "A project's budget.", "input_schema": _schema(project_id="P-1")},
+]
+PROJECTS = {"P-7": "Apollo", "P-8": "Gemini"}
+
+
+def projects(name, arguments):
+    """Tools no wording module knows, answering as tools do."""
+    if name == "list_projects":
+        return _ok([{"id": i, "name": n} for i, n in PROJECTS.items()])
+    if name == "find_project":
+        return _ok(next({"id": i, "name": n} for i, n in PROJECTS.items() if n == arguments["query"]))
+    return _ok({"project_id": arguments["project_id"], "budget": 1000 + int(arguments["project_id"][2:])})
+
+
+def test_it_plans_for_tools_it_has_never_seen_from_their_schemas_alone():
+    # project_id makes projects a kind; find_project takes a query and says project: it resolves names.
+    tools = PROJECT_TOOLS[1:]
+    batches, answer = Conversation("What is the budget of Apollo?", tools=tools, answer=projects).batches()
+
+    assert batches == [[("find_project", {"query": "Apollo"})], [("get_project_budget", {"project_id": "P-7"})]]
+    assert answer == 'get_project_budget returned: {"budget": 1007, "project_id": "P-7"}'
+
+
+def test_it_fans_out_over_what_a_lister_it_has_never_seen_returns():
+    playbook = fmt.playbook_section("budgets", "1. Call `list_projects`.\n2. Call `get_project_budget` for each.\n")
+    batches, answer = Conversation("What are the budgets?", system_prompt=system(playbook), tools=PROJECT_TOOLS,
+                                   answer=projects).batches()
+
+    assert batches == [[("list_projects", {})],
+                       [("get_project_budget", {"project_id": "P-7"}), ("get_project_budget", {"project_id": "P-8"})]]
+    assert answer.split("\n\n") == ['get_project_budget returned: {"budget": 1007, "project_id": "P-7"}',
+                                     'get_project_budget returned: {"budget": 1008, "project_id": "P-8"}']
+
+
 def test_the_backend_code_names_no_demo_tool_and_imports_no_run_module():
     import ast
 
