@@ -2,6 +2,7 @@
 
 run_claim      queued -> running (or a running run whose lease lapsed, taken over)
 run_checkpoint running -> running, a step saved; or its end, or its park, in the same transaction
+               (and, as a rule, the same compare-and-set)
 run_park       running -> awaiting_approval, with the approval request
 run_finish     any live status -> a terminal one, with the receipt sealed in the same transaction
 run_release    running -> queued, its time slice used
@@ -134,6 +135,8 @@ def run_checkpoint(run: Run, worker: str, result: harness.StepResult) -> Run | N
         fields |= _finished(run, finish, now)
         events.append((run.step + 1, *_finished_event(finish)))
     with transaction.atomic():
+        if isinstance(outcome, harness.Park) and _parked_with_step(run, worker, outcome, fields, events):
+            return run
         # On (status, lease, step): a cancel or a decision that came meanwhile is followed, and
         # its cancel flag read; a lost lease is not.
         if not _write(run, status=finish.status if finish else None, expect={"lease_owner": worker, "step": run.step},
@@ -173,38 +176,73 @@ def _park_or_finish(run: Run, park: harness.Park) -> None:
     run_park(run, park, role)
 
 
+def _parked_with_step(run: Run, worker: str, park: harness.Park, fields: dict, events: list) -> bool:
+    """The step and its park in one write: the step's columns and events, the new status and the
+    request's event in one compare-and-set, when the row is as this worker last wrote it, the
+    approver role exists and the call has no request yet (the common case). False with nothing
+    written otherwise: the caller then saves the step and parks, or ends the run, as it says."""
+    if run.cancel_requested:
+        return False
+    role = Group.objects.filter(name=park.approver_role).first()
+    if role is None:
+        return False
+    request = None
+    try:
+        with transaction.atomic():  # undone whole when the row moved on or the request exists
+            request = _new_request(run, park, role)
+            if not _park(run, park, role, request, expect={"lease_owner": worker, "step": run.step},
+                         fields=fields, events=events):
+                transaction.set_rollback(True)
+                return False
+    except IntegrityError:
+        if request is not None:
+            raise  # not the request's own unique key: say what the database refused
+        return False
+    return True
+
+
 def run_park(run: Run, park: harness.Park, role: Group) -> ApprovalRequest:
     """running -> awaiting_approval, with the request for this call; inside the step's transaction."""
     request = approval_request_for(run, park, role)
-    if not _write(run, status=RunStatus.AWAITING_APPROVAL, fields={"lease_owner": "", "lease_expires_at": None}, events=[(
-            run.step, "approval_requested", {
-                "approval_id": str(request.id), "tool": park.tool, "arguments": park.arguments,
-                "arguments_sha256": park.arguments_sha256, "approver_role": role.name, "policy": park.policy,
-                "reasons": park.reasons,
-                # Where each argument came from, for the approver's card (runs.provenance).
-                "provenance": park.provenance})]):
+    if not _park(run, park, role, request):
         raise Conflict(f"run {run.id} changed status concurrently")
     return request
 
 
+def _park(run: Run, park: harness.Park, role: Group, request: ApprovalRequest, *, expect: dict | None = None,
+          fields: dict | None = None, events: list = ()) -> bool:
+    fields = dict(fields or {})
+    asked = (fields.get("step", run.step), "approval_requested", {
+        "approval_id": str(request.id), "tool": park.tool, "arguments": park.arguments,
+        "arguments_sha256": park.arguments_sha256, "approver_role": role.name, "policy": park.policy,
+        "reasons": park.reasons,
+        # Where each argument came from, for the approver's card (runs.provenance).
+        "provenance": park.provenance})
+    return _write(run, status=RunStatus.AWAITING_APPROVAL, expect=expect,
+                  fields=fields | {"lease_owner": "", "lease_expires_at": None}, events=[*events, asked])
+
+
 def approval_request_for(run: Run, park: harness.Park, role: Group) -> ApprovalRequest:
     """The request for this call and these exact arguments: created, or the one already there."""
-    ttl = park.ttl_seconds or settings.WARRANT["DEFAULT_APPROVAL_TTL_SECONDS"]
-    key = {"run": run, "call_id": park.call_id, "arguments_sha256": park.arguments_sha256}
     try:
         # A call parks once (a decided one is not asked again), so try the insert first; the
         # unique (run, call, digest) finds a request that is already there.
         with transaction.atomic():
-            return ApprovalRequest.objects.create(
-                **key, step=park.step, tool=park.tool, arguments=park.arguments,
-                policy_id=park.policy["policy_id"] if park.policy else None,
-                policy_version=park.policy["version"] if park.policy else None,
-                policy_name=park.policy["policy"] if park.policy else "",
-                approver_role=role, reasons=park.reasons, model_rationale=park.rationale,
-                expires_at=timezone.now() + timedelta(seconds=ttl),
-            )
+            return _new_request(run, park, role)
     except IntegrityError:
-        return ApprovalRequest.objects.get(**key)
+        return ApprovalRequest.objects.get(run=run, call_id=park.call_id, arguments_sha256=park.arguments_sha256)
+
+
+def _new_request(run: Run, park: harness.Park, role: Group) -> ApprovalRequest:
+    ttl = park.ttl_seconds or settings.WARRANT["DEFAULT_APPROVAL_TTL_SECONDS"]
+    return ApprovalRequest.objects.create(
+        run=run, call_id=park.call_id, arguments_sha256=park.arguments_sha256, step=park.step, tool=park.tool,
+        arguments=park.arguments, policy_id=park.policy["policy_id"] if park.policy else None,
+        policy_version=park.policy["version"] if park.policy else None,
+        policy_name=park.policy["policy"] if park.policy else "",
+        approver_role=role, reasons=park.reasons, model_rationale=park.rationale,
+        expires_at=timezone.now() + timedelta(seconds=ttl),
+    )
 
 
 def run_requeue(run: Run, *, decided: tuple, deadline_at) -> None:

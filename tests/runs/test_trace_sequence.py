@@ -123,3 +123,60 @@ def test_the_embedded_default_names_its_worker_by_host_and_process(demo, django_
                                     caller=User.objects.get(username="operator"))
     claimed = run.events.filter(kind="claimed").values_list("data", flat=True).first()
     assert claimed["worker"] == f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _claimed_run(demo) -> Run:
+    from runs.lifecycle import run_claim
+
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text="How healthy is Acme Corp?",
+                                caller=User.objects.get(username="operator"))
+    return run_claim(run.id, "w-test")
+
+
+def _park(**changes):
+    from runs.harness import Park
+
+    return Park(**{"call_id": "call_1_1", "step": 1, "tool": "delete_account", "arguments": {"account_id": "A-1"},
+                   "arguments_sha256": "ab" * 32, "approver_role": "secops", "ttl_seconds": 60, "policy": None,
+                   "reasons": ["test"], "rationale": ""} | changes)
+
+
+def _checkpoint(run: Run, park, events=()):
+    from runs.harness import StepResult
+    from runs.lifecycle import run_checkpoint
+
+    return run_checkpoint(run, "w-test", StepResult(state=run.state, outcome=park, events=list(events)))
+
+
+def test_a_step_that_parks_is_saved_with_its_park_in_one_write(demo):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    run = _claimed_run(demo)
+    with CaptureQueriesContext(connection) as seen:
+        run = _checkpoint(run, _park(), events=[("note", {"n": 1})])
+    run_updates = [q["sql"] for q in seen.captured_queries if q["sql"].startswith('UPDATE "runs_run"')]
+    assert run.status == "awaiting_approval" and len(run_updates) == 1
+    request = ApprovalRequest.objects.get(run=run)
+    tail = list(run.events.order_by("seq").values_list("step", "kind", "data"))[-2:]
+    assert [(step, kind) for step, kind, _ in tail] == [(0, "note"), (1, "approval_requested")]
+    assert tail[1][2]["approval_id"] == str(request.id) and _seqs(run) == list(range(1, run.event_seq + 1))
+
+
+def test_a_step_that_parks_a_call_asked_about_before_finds_its_request(demo):
+    """The one write is undone whole when the request is already there; the step is then saved
+    and parked on that request, as it was before the write was one."""
+    run = _claimed_run(demo)
+    with transaction.atomic():
+        existing = approval_request_for(run, _park(), Group.objects.get(name="secops"))
+    run = _checkpoint(run, _park())
+    assert run.status == "awaiting_approval" and ApprovalRequest.objects.filter(run=run).count() == 1
+    asked = run.events.get(kind="approval_requested")
+    assert asked.data["approval_id"] == str(existing.id) and _seqs(run) == list(range(1, run.event_seq + 1))
+
+
+def test_a_step_that_parks_for_a_role_that_is_gone_fails_the_run_closed(demo):
+    run = _checkpoint(_claimed_run(demo), _park(approver_role="no-such-role"))
+    run.refresh_from_db()
+    assert (run.status, run.error) == ("failed", "policy_error") and not ApprovalRequest.objects.filter(run=run).exists()
+    assert "approval_requested" not in run.events.values_list("kind", flat=True) and hasattr(run, "receipt")
