@@ -257,9 +257,8 @@ class Plan:
         if number is None:  # a record's field: "Acme's ARR"
             field_word = (text.words(subject) or [""])[-1]
             names = [name for name in scope.entities if name in subject] or list(scope.entities)
-            kind = next((kind for kind in self.kinds if self.resolvers[kind]), None)
-            named = Scope(scope.text, tuple(names[:1]), () if names else scope.ids[:1], ())
-            found = self.records(named, "", kind) if kind else skip(f"no way to look up {subject!r}")
+            kind = next((kind for kind in self.kinds if self.resolvers[kind] or self.listers[kind]), None)
+            found = self.resolve(names[0], kind) if names and kind else skip(f"no record to take {share}% of")
             if found.status != "ready":
                 return found
             record = found.values[0]
@@ -319,9 +318,9 @@ class Plan:
         if order.target_kind == "record":  # "delete the account Initech": of the kind the tool's name says
             said = {text.stem(word) for word in text.tool_words(order.tool)}
             kind = next((kind for kind in self.kinds if text.stem(kind) in said), None)
-            by_id = bool(re.fullmatch(text.ID, order.target))
-            named = Scope(order.text, () if by_id else (order.target,), (order.target,) if by_id else (), ())
-            found = self.records(named, order.tool, kind) if kind else skip(f"no way to look up {order.target!r}")
+            if re.fullmatch(text.ID, order.target):
+                return Fill("ready", [{f"{kind or 'record'}_id": order.target}])
+            found = self.resolve(order.target, kind) if kind else skip(f"no way to look up {order.target!r}")
             found.values = [{f"{kind}_id": record["id"]} for record in found.values]
             return found
         return self.fill_step(order.tool, scope_of(order.text, fallback=self.scope)) if order.tool in self.tools else (

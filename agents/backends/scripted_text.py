@@ -185,7 +185,6 @@ _CALL_RE = re.compile(
     r"\b(?:call|use|run|invoke|execute)\s+(?:the\s+)?(?:tool\s+)?(`?)([A-Za-z_]\w*)(`?)(?:\s+tool\b)?", re.I)
 _WITH_RE = re.compile(r"\s*with\s+(?:the\s+)?(?:arguments?|args|parameters|params|input)?\s*:?\s*", re.I)
 _KV_RUN_RE = re.compile(r"""(?:[A-Za-z_]\w*\s*=\s*(?:"[^"]*"|'[^']*'|[^\s,;]+)\s*(?:,|and)?\s*)+""")
-_SENTENCE_ENDS = (". ", "! ", "? ", "\n")
 _PAIR_RE = re.compile(r"""([A-Za-z_]\w*)\s*[=:]\s*("[^"]*"|'[^']*'|[^,\s](?:[^,]*?[^,\s])??)(?=\s*(?:,|$))""")
 
 
@@ -207,14 +206,12 @@ def find_orders(text: str, tool_names) -> list[Order]:
     for match in _CALL_RE.finditer(text or ""):
         if match.group(2) in tool_names or (match.group(1) and match.group(3)) or "_" in match.group(2):
             arguments, end = _arguments_after(text, match.end())
-            left = max(text.rfind(mark, 0, match.start()) for mark in _SENTENCE_ENDS)
-            right = min([i for i in (text.find(mark, end) for mark in _SENTENCE_ENDS) if i != -1] or [len(text)])
-            sentence = text[left + 1 : right + 1].strip()
+            sentence = next((part for part in sentences(text) if match.group(2) in part), text)
             orders.append(Order(match.group(2), arguments, None, sentence, (match.start(), end)))
     for tool, pattern, kind in wording().orders:
         for match in pattern.finditer(text or ""):
-            target = match.group(1).strip("'\"")
-            target = match.group(1).rstrip(".") if kind == "address" else re.sub(r"['’]s$", "", target)
+            target = match.group(1).rstrip(".") if kind == "address" else match.group(1).strip("'\"")
+            target = re.sub(r"['’]s$", "", target) if kind == "record" else target  # "delete Globex's account"
             if target.lower() not in ("the", "a", "an", "and", "now", "too", "it", "this", "that"):
                 orders.append(Order(tool, None, target, text, match.span(), kind))
     kept: list[Order] = []
