@@ -122,9 +122,10 @@ def inferred_steps(request: str, tools: list[dict]) -> list[str]:
     """Tools whose name words the request says (a tool that changes something needs its verb said),
     the most specific of look-alikes; a calculator (it takes an `expression`) for arithmetic."""
     said, names, synonyms = text.words(request), [tool["name"] for tool in tools], text.wording().synonyms
-    where: dict[str, int] = {}  # stem (or what it means) -> first position in the request
-    for position, word in reversed(list(enumerate(said))):
-        where.update({text.stem(word): position, synonyms.get(text.stem(word)): position})
+    where: dict[str, int] = {}  # stem (or the tools' word it means) -> first position in the request
+    for position, word in enumerate(said):
+        for form in (text.stem(word), synonyms.get(text.stem(word))):
+            where.setdefault(form, position)
     matched: dict[str, int] = {}  # tool -> where in the request it was first named
     for tool in tools:
         name, parts = tool["name"], text.tool_words(tool["name"])
