@@ -30,11 +30,11 @@ def test_the_readme_block_is_a_whole_production_deployment_in_order():
     variables, commands = smoke.production_block((ROOT / "README.md").read_text())
     programs = [" ".join(shlex.split(c)[:3]) for c in commands]
     assert programs == [
-        "python manage.py receipt_keys", "python manage.py migrate", "python manage.py warrant_bootstrap",
+        "python manage.py receipt_keys", "python manage.py check", "python manage.py migrate", "python manage.py warrant_bootstrap",
         "python manage.py collectstatic", "gunicorn warrant.wsgi --workers", "celery -A warrant", "celery -A warrant",
         "celery -A warrant"]
     assert [shlex.split(c)[3] for c in commands if c.startswith("celery")] == ["worker", "worker", "beat"]
-    assert [c for c in commands if not smoke.is_service(c)] == commands[:4]
+    assert [c for c in commands if not smoke.is_service(c)] == commands[:5]
     assert "DJANGO_DEBUG" not in variables  # off, the default: the smoke leaves it unset too
     assert {"DJANGO_SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "WARRANT_RECEIPT_SIGNING_KEY_FILE",
             "WARRANT_ADMIN_USERNAME", "WARRANT_ADMIN_PASSWORD_FILE"} <= set(variables)
