@@ -4,12 +4,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run check test test-main test-live test-services prod-smoke fuzz install install-test browser-deps sandbox-deps demo token clean bench bench-install bench-smoke
+.PHONY: lock run check test test-main test-live test-services prod-smoke fuzz install install-test browser-deps sandbox-deps demo token clean bench bench-install bench-smoke
 
-$(VENV)/.installed: requirements.txt
+# The runtime from the lock: every package pinned, each file checked against its sha256 (pip-compile
+# writes requirements.lock from requirements.txt; tests/test_lock.py keeps the two in step).
+$(VENV)/.installed: requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --require-hashes -r requirements.lock
 	touch $@
 
 $(VENV)/.installed-test: requirements-test.txt requirements-security.txt $(VENV)/.installed
@@ -18,6 +20,11 @@ $(VENV)/.installed-test: requirements-test.txt requirements-security.txt $(VENV)
 	touch $@
 
 install: $(VENV)/.installed
+
+# Rewrites requirements.lock from requirements.txt (options in pyproject.toml's [tool.pip-tools]),
+# after a change to requirements.txt.
+lock: install-test
+	$(VENV)/bin/pip-compile requirements.txt
 
 install-test: $(VENV)/.installed-test
 
