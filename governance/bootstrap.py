@@ -40,12 +40,13 @@ DEFAULT_POLICIES = [
 def role_permissions() -> dict[str, list[str]]:
     """Every platform role by its configured name, with the "app.codename" permissions it holds."""
     warrant = settings.WARRANT
-    return {
+    roles = {
         OPERATORS_ROLE: ["runs.add_run"],
         warrant["TAINT_APPROVER_ROLE"]: [],  # approves side effects of tainted runs (and, by policy, others)
         warrant["COMPLIANCE_ROLE"]: [],  # reads every run and receipt: a rule of its own, not a permission
         warrant["GOVERNANCE_ADMIN_ROLE"]: list(GOVERNANCE_ADMIN_PERMISSIONS),
     }
+    return {name: dotted for name, dotted in roles.items() if name}  # a role setting left empty names none
 
 
 def roles_ensure() -> tuple[dict[str, Group], list[str]]:

@@ -96,6 +96,12 @@ def test_the_roles_follow_the_role_settings(settings):
     assert _permissions("platform-team") == set(GOVERNANCE_ADMIN_PERMISSIONS)
 
 
+def test_a_role_setting_left_empty_makes_no_nameless_role(settings):
+    settings.WARRANT = {**settings.WARRANT, "TAINT_APPROVER_ROLE": ""}
+    assert bootstrap() == []
+    assert not Group.objects.filter(name="").exists()
+
+
 def test_the_first_admin_from_the_environment_is_a_superuser_in_the_governance_admin_role(admin_env):
     assert _bootstrap().splitlines() == ["governance admin ada created", "1 change(s) made."]
     ada = get_user_model().objects.get(username="ada")
