@@ -160,7 +160,9 @@ class ModelProfileForm(forms.ModelForm):
 
     # Not a URLField: Django's URL validator refuses bare host names (http://ollama:11434), the usual
     # form in a private network; model_profile_check applies Warrant's own rule.
-    base_url = forms.CharField(required=False, max_length=200, help_text="The server's root, without /v1.")
+    base_url = forms.CharField(required=False, max_length=200, help_text=(
+        "The server's root; Warrant appends /v1/chat/completions (openai: a URL already ending in /v1 is taken as "
+        "it is) or /v1/messages (anthropic)."))
     # A choice among the registered names, read when the form is built: never a dotted path to import.
     backend = forms.ChoiceField(choices=lambda: [(name, name) for name in registered_names()],
                                 help_text="A registered backend (the deployment adds its own by name).")
@@ -168,6 +170,11 @@ class ModelProfileForm(forms.ModelForm):
     class Meta:
         model = ModelProfile
         fields = "__all__"
+
+    def clean_extra_body(self):
+        # An emptied box means no extra options, not a null the column cannot hold.
+        value = self.cleaned_data.get("extra_body")
+        return {} if value in (None, "") else value
 
     def _post_clean(self):
         super()._post_clean()

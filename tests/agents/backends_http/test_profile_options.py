@@ -181,3 +181,9 @@ def test_the_admin_refuses_what_the_api_refuses(admin_client, values, words):
     response = admin_client.post("/admin/agents/modelprofile/add/", _admin_form(**values))
     assert response.status_code == 200 and words.lower() in response.content.decode().lower()
     assert not ModelProfile.objects.filter(name="tuned").exists()
+
+
+def test_an_emptied_extra_body_box_in_the_admin_means_no_extra_options(admin_client):
+    response = admin_client.post("/admin/agents/modelprofile/add/", _admin_form(extra_body=""))
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert ModelProfile.objects.get(name="tuned").extra_body == {}
