@@ -43,6 +43,7 @@ def _attributes(pairs) -> dict:
 class Receiver:
     spans: list[Span] = field(default_factory=list)
     requests: int = 0
+    witnessed: list[bytes] = field(default_factory=list)  # what was POSTed to /witness (an HTTP witness sink)
     content_types: set = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -77,6 +78,11 @@ def serve(port: int) -> tuple[ThreadingHTTPServer, Receiver]:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if self.headers.get("Content-Encoding") == "gzip":
                 body = gzip.decompress(body)
+            if self.path == "/witness":
+                receiver.witnessed.append(body)
+                self.send_response(204)
+                self.end_headers()
+                return
             receiver.content_types.add(self.headers.get("Content-Type"))
             if self.path != "/v1/traces":
                 self.send_response(404)

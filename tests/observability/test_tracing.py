@@ -58,7 +58,9 @@ def traced(tmp_path_factory):
         "issued_by='test')[1] for n in ['operator', 'approver']))"))
     tokens = dict(pair.split("=") for pair in next(x for x in out.splitlines() if x.startswith("TOKENS ")).split()[1:])
     env.update(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{RECEIVER_PORT}", OTEL_SERVICE_NAME="warrant-test",
-               OTEL_BSP_SCHEDULE_DELAY="100")
+               OTEL_BSP_SCHEDULE_DELAY="100",
+               # An HTTP witness sink on the receiver: the seal's checkpoint goes out through httpx.
+               WARRANT_WITNESS_URL=f"http://127.0.0.1:{RECEIVER_PORT}/witness", WARRANT_WITNESS_ALLOWED_HOSTS="127.0.0.1")
     worker = CeleryProcess(["worker", "-n", "traced@warrant-test", "-c", "1", "-P", "prefork", "-l", "info",
                             "--without-gossip", "--without-mingle", "--without-heartbeat"],
                            env, data_dir / "worker.log").start()
@@ -179,6 +181,12 @@ def test_a_run_resumed_after_an_approval_is_one_trace_of_genai_spans(traced):
     assert published and consumed and consumed[0].name.endswith("runs.run_advance")
     assert any(link == (consumed[0].trace_id, consumed[0].span_id) for link in first.links)
     assert receiver.content_types == {"application/x-protobuf"}
+    # httpx is instrumented: the checkpoint sent to the HTTP witness after the seal is a client span.
+    _wait_for(receiver, lambda: receiver.witnessed and any(
+        s.scope.startswith("opentelemetry.instrumentation.httpx") for s in receiver.spans), "the witness call's span")
+    witness_call = next(s for s in receiver.spans if s.scope.startswith("opentelemetry.instrumentation.httpx"))
+    assert witness_call.kind == CLIENT and witness_call.attributes.get(
+        "url.full", witness_call.attributes.get("http.url", "")).endswith("/witness")
 
     # The worker's log lines are JSON, and those of a slice name the run, its caller and its trace.
     lines = [json.loads(x) for x in traced["worker_log"].read_text().splitlines() if x.startswith("{")]
