@@ -206,7 +206,7 @@ def smoke(args) -> Phases:
         for command in commands:
             if is_service(command):
                 continue
-            with phase(shlex.split(command)[2] if command.startswith("python manage.py") else command):
+            with phase(" ".join(w for w in shlex.split(command)[2:] if "$" not in w and w != "--out")):
                 out = _run(command, env)
             if "warrant_bootstrap" in command:
                 smoke_walk.check(f"governance admin {admin[0]} created" in out, f"bootstrap made no admin: {out}")
@@ -221,10 +221,13 @@ def smoke(args) -> Phases:
                 name = shlex.split(command)[0] + (f"-{number}" if number else "")
                 services.append(Service(command, env, data / f"{name}.log"))
             base = f"http://127.0.0.1:{args.port}"
-            wait_until_healthy(services[0].process, base, services[0].log, attempts=600)
-            for service in services[1:]:
-                service.wait_log(b"beat: Starting" if " beat" in service.command else b" ready.")
+            web = [s for s in services if s.command.startswith("gunicorn ")]
             workers = [s for s in services if " worker" in s.command]
+            smoke_walk.check(len(web) == 1, f"the block starts {len(web)} gunicorn, not one")
+            wait_until_healthy(web[0].process, base, web[0].log, attempts=600)
+            for service in services:
+                if service not in web:
+                    service.wait_log(b"beat: Starting" if " beat" in service.command else b" ready.")
             smoke_walk.check(len(workers) == 2, f"the block starts {len(workers)} workers, not two")
         tokens = smoke_walk.browser_walk(base, admin, people, SHOTS, phase)
         run = smoke_walk.governed_run(base, tokens, admin=admin[0], operator=OPERATOR, approver=APPROVER, phase=phase)
