@@ -164,6 +164,9 @@ class Plan:
         self.steps = text.planned_steps(request.system, self.tools) or inferred_steps(subject, request.tools)
         self.kinds = list(dict.fromkeys(prop[:-3] for tool in request.tools for prop in properties(tool)
                                         if prop.endswith("_id")))
+        # An id a request names counts for a kind only if it fits the pattern its schema gives (A-100, not T-2).
+        self.patterns = {prop[:-3]: spec["pattern"] for tool in request.tools for prop, spec in properties(tool).items()
+                         if prop.endswith("_id") and isinstance(spec, dict) and isinstance(spec.get("pattern"), str)}
         self.resolvers = {kind: self._tool_for(kind, lambda props: "query" in props) for kind in self.kinds}
         self.listers = {kind: self._tool_for(kind, lambda props: not props) for kind in self.kinds}
         self.names = {id_of(row): row["name"] for call in reversed(self.history) for row in rows(call.data)
@@ -174,6 +177,9 @@ class Plan:
     def _tool_for(self, kind: str, takes) -> str | None:
         return next((name for name, tool in self.tools.items() if takes(properties(tool))
                      and text.stem(kind) in {text.stem(word) for word in text.tool_words(name)}), None)
+
+    def ids(self, scope: Scope, kind: str) -> list[str]:
+        return [i for i in scope.ids if re.fullmatch(self.patterns.get(kind, ".*"), i)]
 
     def lookups(self) -> set[str]:
         return {tool for tool in (*self.resolvers.values(), *self.listers.values()) if tool}
@@ -229,8 +235,9 @@ class Plan:
 
     def records(self, scope: Scope, tool: str, kind: str) -> Fill:
         """The records a call is about: named by id or by name, or, fanning out, every one listed."""
-        if scope.ids or scope.entities:
-            fills = [Fill("ready", [{"id": i}]) for i in scope.ids] + [self.resolve(n, kind) for n in scope.entities]
+        if self.ids(scope, kind) or scope.entities:
+            fills = [Fill("ready", [{"id": i}]) for i in self.ids(scope, kind)] + [
+                self.resolve(name, kind) for name in scope.entities]
             if any(fill.status == "wait" for fill in fills):
                 return Fill("wait", needs=[need for fill in fills for need in fill.needs])
             values = [value for fill in fills for value in fill.values]
@@ -280,7 +287,7 @@ class Plan:
             found.values = [record["id"] for record in found.values]
             return found
         if key == "query" and resolves:
-            names = list(scope.entities) or list(scope.ids)
+            names = list(scope.entities) or self.ids(scope, resolves)
             return Fill("ready", names) if names else skip(f"the request names no {resolves}")
         if key in ("query", "q", "topic", "search"):
             return Fill("ready", [about]) if (about := text.topic(scope.text)) else skip("nothing to search for")

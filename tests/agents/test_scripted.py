@@ -866,6 +866,15 @@ def test_it_fans_out_over_what_a_lister_it_has_never_seen_returns():
                                      'get_project_budget returned: {"budget": 1008, "project_id": "P-8"}']
 
 
+def test_an_id_the_schema_pattern_does_not_fit_is_not_taken_for_a_record():
+    from agents.demo_data import TOOL_DEFINITIONS
+
+    tools = [{key: tool[key] for key in ("name", "description", "input_schema")} for tool in TOOL_DEFINITIONS]
+    batches, _ = Conversation("List the open tickets for Globex after INC-42.", tools=tools).batches()
+
+    assert batches == [[("get_account", {"query": "Globex"})], [("list_open_tickets", {"account_id": "A-200"})]]
+
+
 def test_the_backend_code_names_no_demo_tool_and_imports_no_run_module():
     import ast
 
