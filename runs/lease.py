@@ -14,12 +14,15 @@ claim, where a renewal that lands first rightly makes the takeover fail. The hea
 database connection (Django's are per thread) and closes it when it stops.
 
 Graceful shutdown: request_shutdown() (a Celery worker's warm shutdown, or SIGTERM in a pool
-process: see warrant.celery) asks every run this process advances to stop after its current step
-and go back to the queue at once, instead of waiting for its lease to lapse.
+process: take_sigterm and warrant.celery) asks every run this process advances to stop after its
+current step and go back to the queue at once, instead of waiting for its lease to lapse.
 """
 
 import logging
+import os
+import signal
 import threading
+import time
 from datetime import timedelta
 
 from django.conf import settings
@@ -51,6 +54,51 @@ def request_shutdown(on: bool = True) -> None:
         _shutdown.set()
     else:
         _shutdown.clear()
+
+
+# --- SIGTERM in a Celery pool process ---------------------------------------------------------
+# Billiard installs its own SIGTERM handler in a pool process after Celery's worker_process_init
+# (it exits at once, through SystemExit), so ours is installed when a task starts, and only in a
+# pool process: a solo worker's main process keeps Celery's own handler.
+
+RELAY_SECONDS = 2.0  # a second SIGTERM later than this after the first stops a busy pool process at once
+_pool_process = False
+_first_sigterm: list[float] = []
+_previous_handler = None
+
+
+def in_pool_process() -> None:
+    """Called in each Celery pool process as it starts (warrant.celery)."""
+    global _pool_process
+    _pool_process = True
+
+
+def take_sigterm() -> None:
+    """In a pool process, at the start of a task: SIGTERM while a run is advanced asks it to stop
+    after its step (request_shutdown); while none is, it does what it did before."""
+    global _previous_handler
+    if not _pool_process or threading.current_thread() is not threading.main_thread():
+        return
+    current = signal.getsignal(signal.SIGTERM)
+    if current is not _on_sigterm:
+        _previous_handler = current
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _on_sigterm(signum, frame) -> None:
+    now = time.monotonic()
+    if advancing() and (not _first_sigterm or now - _first_sigterm[0] < RELAY_SECONDS):
+        # The first, and the main process's relay of it (which follows at once): the run in hand
+        # stops after its step and is released, then the task returns.
+        _first_sigterm[:1] = _first_sigterm[:1] or [now]
+        request_shutdown()
+        return
+    previous = _previous_handler if callable(_previous_handler) else None
+    signal.signal(signal.SIGTERM, _previous_handler if previous else signal.SIG_DFL)
+    if previous is not None:
+        previous(signum, frame)  # billiard's: exits through SystemExit
+    else:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def shutting_down() -> bool:

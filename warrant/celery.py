@@ -6,22 +6,19 @@
   signal does not reach: the main process passes it on as SIGTERM, and a child that is advancing a
   run takes SIGTERM as that request (one that is not dies at once, as Celery's children do). A
   process that must stop now is sent SIGKILL, or SIGTERM again (a cold shutdown) more than
-  RELAY_SECONDS after the first; its run's lease lapses and the reconciler hands the run to
-  another worker within seconds.
+  runs.lease.RELAY_SECONDS after the first; its run's lease lapses and the reconciler hands the run
+  to another worker within seconds.
 - Every worker runs the reconciler on a ticker of its own (runs.ticker), beside beat, so a dead
   worker's runs are taken up even while beat is down.
 """
 
 import os
 import signal
-import time
 
 from celery import Celery
 from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutting_down
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "warrant.settings")
-
-RELAY_SECONDS = 2.0  # a second SIGTERM later than this after the first stops a busy pool process at once
 
 app = Celery("warrant")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -46,24 +43,9 @@ def _hand_runs_back(**_) -> None:
 
 @worker_process_init.connect
 def _stop_after_the_step(**_) -> None:
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    from runs.lease import in_pool_process
 
-
-_first_sigterm: list[float] = []
-
-
-def _on_sigterm(signum, frame) -> None:
-    from runs.lease import advancing, request_shutdown
-
-    now = time.monotonic()
-    if advancing() and (not _first_sigterm or now - _first_sigterm[0] < RELAY_SECONDS):
-        # The first (and the main process's relay of it, which follows at once): the run in hand
-        # stops after its step and is released, then the task returns.
-        _first_sigterm[:1] = _first_sigterm[:1] or [now]
-        request_shutdown()
-        return
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # idle, or told again later: stop now
-    os.kill(os.getpid(), signal.SIGTERM)
+    in_pool_process()  # its tasks take SIGTERM as "stop after this step" (runs.lease.take_sigterm)
 
 
 @worker_ready.connect

@@ -32,6 +32,19 @@ SUITE_ENV = {
     "WARRANT_TIME_SLICE_SECONDS": "5",
 }
 
+# The platform's defaults for recovery (warrant/settings.py, docs/operations.md), for the
+# scenarios that measure what an operator sees.
+DEFAULTS = {
+    "WARRANT_LEASE_SECONDS": "15",
+    "WARRANT_HEARTBEAT_SECONDS": "5",
+    "WARRANT_RECONCILE_SECONDS": "5",
+    "WARRANT_WORKER_RECONCILE_SECONDS": "5",
+}
+# A model that takes its time (tests.services.faults.ThinkingBackend), beside the suite's own.
+MODEL_BACKENDS = ",".join(filter(None, [os.environ.get("WARRANT_MODEL_BACKENDS", ""),
+                                        "thinking=tests.services.faults.ThinkingBackend"]))
+SLOW_SERVICE_PORT = 7130  # this suite's loopback range: 7130-7139
+
 
 def pytest_configure(config):
     if not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
@@ -65,8 +78,18 @@ class Cluster:
     def __init__(self, redis_server: RedisServer, logdir: Path, database_url: str):
         self.redis, self.logdir = redis_server, logdir
         self.env = {**os.environ, **SUITE_ENV, "DJANGO_DEBUG": "1", "DATABASE_URL": database_url,
+                    "WARRANT_MODEL_BACKENDS": MODEL_BACKENDS,
                     "CELERY_BROKER_URL": redis_server.url, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         self.processes: list[CeleryProcess] = []
+
+    def at_defaults(self) -> "Cluster":
+        """Workers and beat started after this use the platform's defaults for the lease, its
+        heartbeat and the reconciler (DEFAULTS, named explicitly so the figures say what they
+        were measured with), not the suite's short ones: what an operator would see."""
+        for name in ("WARRANT_QUEUED_GRACE_SECONDS", *DEFAULTS):
+            self.env.pop(name, None)
+        self.env.update(DEFAULTS)
+        return self
 
     def worker(self, name: str | None = None) -> CeleryProcess:
         number = next(_SEQUENCE)
@@ -127,6 +150,46 @@ def fault_agent(demo):
     agent.tools.set([*Tool.objects.filter(name__in=["send_email", "list_accounts"]), *tools])
     agent_publish(agent=agent)
     return agent
+
+
+@pytest.fixture
+def thinking_agent(fault_agent):
+    """The fault agent's tools, with a model that is slow when the script says so."""
+    profile = ModelProfile.objects.create(name="thinking", backend="thinking", model="thinking-1", read_timeout=600)
+    agent = Agent.objects.create(slug="thinking", name="Thinking", instructions="Follow the script.", model_profile=profile)
+    agent.tools.set(fault_agent.tools.all())
+    agent_publish(agent=agent)
+    return agent
+
+
+@pytest.fixture
+def slow_service(demo):
+    """A loopback HTTP service (tests.services.slow_service) as an OpenAPI tool source whose two
+    POST operations are granted to operators (side effects: each call needs an approval), and an
+    agent "acts" that has them."""
+    from agents.sources import tool_source_create, tool_source_sync
+    from tests.services.slow_service import DOCUMENT, SlowService
+
+    service = SlowService(SLOW_SERVICE_PORT).start()
+    source = tool_source_create(values={"name": "slowsvc", "kind": "openapi", "document": DOCUMENT,
+                                        "base_url": service.url, "timeout_seconds": 300})
+    tool_source_sync(source=source)
+    operators = Group.objects.get(name="operators")
+    tools = list(Tool.objects.filter(tool_source=source))
+    for tool in tools:
+        tool.enabled = True
+        tool.save()
+        ToolGrant.objects.create(role=operators, tool=tool)
+    profile = ModelProfile.objects.get_or_create(name="replay", backend="replay", model="replay-1")[0]
+    agent = Agent.objects.create(slug="acts", name="Acts", instructions="Follow the script.", model_profile=profile)
+    agent.tools.set(tools)
+    agent_publish(agent=agent)
+    yield service
+    service.stop()
+
+
+def act(kind: str, what: str) -> dict:
+    return {"name": f"slowsvc__act_{kind}", "arguments": {"body": {"what": what}}}
 
 
 def start_run(script: dict, *, agent: str = "faulty", user: str = "operator") -> Run:

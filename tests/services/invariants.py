@@ -32,24 +32,31 @@ class Report:
 
     def lines(self) -> list[str]:
         totals = Counter()
-        out = [f"{'scenario':<72} runs  lost  dup-fx  rcpt-err  recover-s"]
+        # still-s: the longest time a run stood still after the fault (from the fault to the run
+        # moving again), where the scenario measures it; recover-s: from the fault until every
+        # run had settled.
+        out = [f"{'scenario':<72} runs  lost  dup-fx  rcpt-err  still-s  recover-s"]
         for row in self.rows:
             for key in ("runs", "lost", "duplicate_side_effects", "receipt_errors"):
                 totals[key] += row.get(key, 0)
             totals["longest"] = max(totals["longest"], row.get("recovery_seconds", 0))
+            totals["still"] = max(totals["still"], row.get("standstill_seconds", 0))
+            still = f"{row['standstill_seconds']:>7.1f}" if "standstill_seconds" in row else f"{'-':>7}"
             out.append(f"{row['scenario'][:72]:<72} {row.get('runs', 0):>4}  {row.get('lost', 0):>4}  "
-                       f"{row.get('duplicate_side_effects', 0):>6}  {row.get('receipt_errors', 0):>8}  "
+                       f"{row.get('duplicate_side_effects', 0):>6}  {row.get('receipt_errors', 0):>8}  {still}  "
                        f"{row.get('recovery_seconds', 0):>9.1f}")
         out.append(f"TOTAL {len(self.rows)} scenario runs, {totals['runs']} runs, {totals['lost']} lost, "
                    f"{totals['duplicate_side_effects']} duplicate side effects, {totals['receipt_errors']} duplicate "
-                   f"or missing receipts, longest recovery {totals['longest']:.1f}s")
+                   f"or missing receipts, longest standstill {totals['still']:.1f}s, longest recovery "
+                   f"{totals['longest']:.1f}s")
         return out
 
 
 REPORT = Report()
 
 
-def check_invariants(row: dict | None = None, *, bound_seconds: float = 60, since: float | None = None) -> dict:
+def check_invariants(row: dict | None = None, *, bound_seconds: float = 60, since: float | None = None,
+                     external_duplicates: int = 0) -> dict:
     """Wait (up to the bound) for every run to settle, then assert I1–I5; record the figures."""
     started = time.monotonic()
     deadline = started + bound_seconds
@@ -68,7 +75,8 @@ def check_invariants(row: dict | None = None, *, bound_seconds: float = 60, sinc
     receipts = Counter(Receipt.objects.values_list("run_id", flat=True))
     approvals = list(ApprovalRequest.objects.filter(status="approved", tool="send_email"))
 
-    duplicate_effects = sum(count - 1 for count in emails.values() if count > 1)
+    # external_duplicates: effects a service outside Warrant performed twice (it counts them itself).
+    duplicate_effects = external_duplicates + sum(count - 1 for count in emails.values() if count > 1)
     per_approval = Counter(e.approval_id for e in effects if e.status == "done")
     duplicate_effects += sum(count - 1 for count in per_approval.values() if count > 1)
     unapproved = [e.idempotency_key for e in effects if e.approval is None or e.approval.status != "approved"]

@@ -1,0 +1,189 @@
+"""Recovery at the platform's defaults (a 15 s lease renewed every 5 s, the reconciler every 5 s in
+beat and in each worker): how long a run stands still when its worker dies or is restarted, with a
+second worker and beat running, as an operator deploying or losing a machine would see it.
+
+Each scenario prints its figures (runs, lost, duplicate side effects, receipt errors, and still-s:
+from the fault to the run moving again). The goal is 30 s; no assertion is on a duration, the
+figures are for the report. The slow tool and the outbox race use a real HTTP service on loopback
+(tests.services.slow_service) as an OpenAPI tool source.
+"""
+
+import os
+import signal
+import time
+from datetime import datetime, timedelta, timezone
+
+from runs.models import Run, SideEffect
+from tests.services.conftest import (
+    REPORT, act, approve, check_invariants, slow, start_run, wait_event, wait_status,
+)
+from tests.services.processes import wait_for
+from tests.services.standstill import moved_after, now, owner_of
+
+BOUND = 120  # seconds a scenario may take to move again before it fails (the goal is 30)
+
+
+def _holder(workers, run):
+    owner = owner_of(run)
+    return next(w for w in workers if w.args[2] == owner)
+
+
+def _kill_holder_and_measure(cluster, workers, run, scenario) -> float:
+    victim = _holder(workers, run)
+    victim.kill()
+    killed_at = now()
+    REPORT.fault(scenario)
+    still = moved_after(run, killed_at, kind="claimed", timeout=BOUND)
+    scenario["standstill_seconds"] = round(still, 1)
+    return still
+
+
+def _two_workers_and_beat(cluster):
+    cluster.at_defaults()
+    workers = [cluster.worker(), cluster.worker()]
+    cluster.beat()
+    return workers
+
+
+def test_kill_9_of_the_worker_mid_model_call(cluster, thinking_agent, scenario):
+    workers = _two_workers_and_beat(cluster)
+    run = start_run({"think": {"0": 6}, "turns": [[slow(0.1, "after")]], "final": "thought"}, agent="thinking")
+    wait_event(run, "claimed")
+    time.sleep(1)  # inside the model call
+    _kill_holder_and_measure(cluster, workers, run, scenario)
+    wait_status(run, {"succeeded"}, timeout=60)
+    check_invariants(scenario)
+    assert "thought" in run.output
+
+
+def test_kill_9_of_the_worker_mid_tool_call(cluster, fault_agent, scenario):
+    workers = _two_workers_and_beat(cluster)
+    run = start_run({"turns": [[slow(6, "slow one")], [slow(0.1, "next")]], "final": "tools"})
+    wait_event(run, "claimed")
+    time.sleep(1.5)  # the model answers at once: inside the slow tool
+    _kill_holder_and_measure(cluster, workers, run, scenario)
+    wait_status(run, {"succeeded"}, timeout=60)
+    check_invariants(scenario)
+    assert "slow one" in run.output and "next" in run.output
+
+
+def test_kill_9_of_the_worker_right_after_a_checkpoint(cluster, fault_agent, scenario):
+    """Many quick steps: the worker is killed as soon as a step is saved, between that step and the next."""
+    workers = _two_workers_and_beat(cluster)
+    run = start_run({"turns": [[slow(0.05, f"s{i}")] for i in range(8)], "final": "quick"})
+    wait_event(run, "tool_call", count=3, timeout=30)
+    _kill_holder_and_measure(cluster, workers, run, scenario)
+    wait_status(run, {"succeeded"}, timeout=90)
+    check_invariants(scenario)
+    assert "s7" in run.output
+
+
+def test_graceful_restart_of_every_worker_hands_runs_back_at_once(cluster, fault_agent, scenario):
+    """SIGTERM to every worker (a deploy): each stops after its current step and releases its run,
+    which the new workers take up without waiting for a lease to lapse."""
+    workers = _two_workers_and_beat(cluster)
+    runs = [start_run({"turns": [[slow(3, f"r{i}-{t}")] for t in range(3)], "final": f"run {i}"}) for i in range(2)]
+    wait_for(lambda: Run.objects.filter(status="running").count() == 2, timeout=30, what="both runs running")
+    time.sleep(1)  # both inside a slow step
+    stopped_at = now()
+    REPORT.fault(scenario)
+    seen = {}
+    for worker in workers:  # SIGTERM to each worker's process group, all at once, as a deploy does
+        os.killpg(worker.process.pid, signal.SIGTERM)
+    for worker in workers:
+        worker.process.wait(60)
+    for run in runs:
+        run.refresh_from_db()
+        seen[run.id] = (run.status, run.lease_owner)
+    cluster.worker()
+    cluster.worker()
+    stills = [moved_after(run, stopped_at, kind="claimed", timeout=BOUND) for run in runs]
+    scenario["standstill_seconds"] = round(max(stills), 1)
+    for run in runs:
+        wait_status(run, {"succeeded"}, timeout=90)
+    check_invariants(scenario)
+    # Handed back, not abandoned: when the old workers had exited, each run was queued, its lease let go.
+    assert all(value == ("queued", "") for value in seen.values()), seen
+    for i, run in enumerate(runs):
+        assert f"run {i}" in run.output and all(f"r{i}-{t}" in run.output for t in range(3))
+
+
+def test_a_slow_tool_call_keeps_its_run_and_runs_once_across_a_worker_restart(cluster, slow_service, scenario):
+    """A side effect that takes three leases to answer: its worker's heartbeat keeps the run and the
+    claim; the other worker is killed and a new one started meanwhile, and nobody calls it twice."""
+    workers = _two_workers_and_beat(cluster)
+    slow_service.hold = 45
+    run = start_run({"turns": [[act("keyed", "slow one")]], "final": "slow"}, agent="acts")
+    wait_status(run, {"awaiting_approval"})
+    approve(run)
+    wait_for(slow_service.arrived.is_set, timeout=30, what="the call to reach the service")
+    holder = _holder(workers, run)
+    other = next(w for w in workers if w is not holder)
+    REPORT.fault(scenario)
+    other.kill()
+    cluster.worker()
+    wait_status(run, {"succeeded"}, timeout=120)
+    check_invariants(scenario, external_duplicates=slow_service.duplicates())
+    effect = SideEffect.objects.get(run=run)
+    assert len(slow_service.requests) == 1 and (effect.status, effect.attempts) == ("done", 1)
+    assert slow_service.requests[0]["key"] == effect.idempotency_key
+    # Nobody claimed the run while the call was in flight: its lease never lapsed.
+    began = datetime.fromtimestamp(slow_service.requests[0]["at"], tz=timezone.utc)
+    during = run.events.filter(kind="claimed", created_at__gt=began,
+                               created_at__lt=began + timedelta(seconds=slow_service.hold))
+    assert not during.exists(), list(during.values_list("data", flat=True))
+    scenario["call_seconds"] = slow_service.hold
+
+
+def test_the_worker_dies_after_the_call_and_before_the_record_keyed(cluster, slow_service, scenario):
+    """The outbox race on a service that honours Idempotency-Key: the call reached it, the worker
+    died before recording the answer; the next worker sends it again under the same key, and the
+    service acts once."""
+    workers = _two_workers_and_beat(cluster)
+    slow_service.gate.clear()
+    run = start_run({"turns": [[act("keyed", "once")]], "final": "keyed"}, agent="acts")
+    wait_status(run, {"awaiting_approval"})
+    approve(run)
+    wait_for(slow_service.arrived.is_set, timeout=30, what="the call to reach the service")
+    _kill_holder_and_measure(cluster, workers, run, scenario)
+    slow_service.gate.set()
+    wait_status(run, {"succeeded"}, timeout=60)
+    check_invariants(scenario, external_duplicates=slow_service.duplicates())
+    effect = SideEffect.objects.get(run=run)
+    assert (effect.status, effect.attempts) == ("done", 2)
+    assert [r["key"] for r in slow_service.requests] == [effect.idempotency_key] * 2
+    assert len(slow_service.acted) == 1
+
+
+def test_the_worker_dies_after_the_call_and_before_the_record_plain(cluster, slow_service, scenario):
+    """The same race on a POST that cannot be told "at most once": it is not sent again; the run
+    fails with the outcome unknown, recorded in its trace, for a person to check."""
+    workers = _two_workers_and_beat(cluster)
+    slow_service.gate.clear()
+    run = start_run({"turns": [[act("plain", "maybe")]], "final": "plain"}, agent="acts")
+    wait_status(run, {"awaiting_approval"})
+    approve(run)
+    wait_for(slow_service.arrived.is_set, timeout=30, what="the call to reach the service")
+    _kill_holder_and_measure(cluster, workers, run, scenario)
+    slow_service.gate.set()
+    wait_status(run, {"failed"}, timeout=60)
+    check_invariants(scenario, external_duplicates=slow_service.duplicates())
+    assert run.error == "internal" and run.error_message.startswith("unknown_outcome")
+    effect = SideEffect.objects.get(run=run)
+    assert (effect.status, effect.attempts) == ("unknown", 1)
+    assert len(slow_service.requests) == 1 and len(slow_service.acted) == 1
+    assert run.events.filter(kind="side_effect_unknown").count() == 1
+
+
+def test_beat_killed_then_the_worker_holding_a_run_killed(cluster, fault_agent, scenario):
+    """With beat gone the workers' own reconciler tickers still take the dead worker's run up."""
+    workers = _two_workers_and_beat(cluster)
+    beat = cluster.processes[-1]
+    beat.kill()
+    run = start_run({"turns": [[slow(6, "no beat")], [slow(0.1, "still")]], "final": "beatless"})
+    wait_event(run, "claimed")
+    time.sleep(1.5)  # inside the slow tool
+    _kill_holder_and_measure(cluster, workers, run, scenario)
+    wait_status(run, {"succeeded"}, timeout=60)
+    check_invariants(scenario)
+    assert not beat.alive and "beatless" in run.output
