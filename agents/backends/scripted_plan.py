@@ -326,7 +326,7 @@ class Plan:
         if order.target_kind == "record":  # "delete the account Initech": of the kind the tool's name says
             said = {text.stem(word) for word in text.tool_words(order.tool)}
             kind = next((kind for kind in self.kinds if text.stem(kind) in said), None)
-            if re.fullmatch(text.ID, order.target):
+            if re.fullmatch(text.ID, order.target) and re.fullmatch(self.patterns.get(kind, ".*"), order.target):
                 return Fill("ready", [{f"{kind or 'record'}_id": order.target}])
             found = self.resolve(order.target, kind) if kind else skip(f"no way to look up {order.target!r}")
             found.values = [{f"{kind}_id": record["id"]} for record in found.values]
