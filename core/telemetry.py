@@ -8,9 +8,9 @@ Off unless warrant.telemetry.setup() found OTEL_EXPORTER_OTLP_ENDPOINT and calle
 every hook here returns at its first line, and nothing of the SDK is imported. Here, in core, so
 that runs/ and agents/ can call it without importing the project package.
 
-One run, one trace, however many workers and approvals it takes: the trace id is the run's id
-(a UUID is 128 bits, as a trace id is) and every slice's span is a child of the run's root span,
-whose id is derived from the run's id too. The first slice is that root; a slice resumed after an
+One run, one trace, however many workers and approvals it takes: the trace id and the id of the
+run's root span are derived from the run's id (run_trace_ids), and every slice's span is a child
+of that root. The first slice is that root; a slice resumed after an
 approval, or on another worker, continues under it, and links to the request or task that woke it.
 """
 
@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from core import logctx
 
 _tracer = None  # set by enable(); None: tracing is off
+_root_sampled = None  # trace id -> whether the sampler keeps that trace's root (set by enable())
 # (trace id, span id) the id generator hands out for the next span: how the run's root span gets
 # the ids every later slice derives (warrant.telemetry.RunIdGenerator reads it).
 forced_ids: ContextVar[tuple[int, int] | None] = ContextVar("warrant_forced_span_ids", default=None)
@@ -31,9 +32,11 @@ TERMINAL = {"succeeded", "failed", "blocked", "stopped", "cancelled"}
 slice_log = logging.getLogger("runs.slice")
 
 
-def enable(tracer) -> None:
-    global _tracer
-    _tracer = tracer
+def enable(tracer, root_sampled=None) -> None:
+    """`root_sampled(trace_id)`: the sampler's decision for a root span of that trace, so a later
+    slice is kept exactly when its run's root was (a ratio sampler decides by trace id)."""
+    global _tracer, _root_sampled
+    _tracer, _root_sampled = tracer, root_sampled
 
 
 def enabled() -> bool:
@@ -41,10 +44,12 @@ def enabled() -> bool:
 
 
 def run_trace_ids(run_id) -> tuple[int, int]:
-    """(trace id, root span id) of a run, from its id alone: any process finds the same ones."""
-    trace_id = int(str(run_id).replace("-", ""), 16)
-    span_id = int.from_bytes(hashlib.sha256(f"warrant-run:{run_id}".encode()).digest()[:8], "big") or 1
-    return trace_id, span_id
+    """(trace id, root span id) of a run, from its id alone: any process finds the same ones.
+
+    A digest of the id, not the UUID itself: a UUID's version and variant bits are fixed, and a
+    ratio sampler reads the trace id's low 64 bits (where the variant sits) as uniformly random."""
+    digest = hashlib.sha256(f"warrant-run-trace:{run_id}".encode()).digest()
+    return int.from_bytes(digest[:16], "big") or 1, int.from_bytes(digest[16:24], "big") or 1
 
 
 def current_ids() -> tuple[str, str]:
@@ -131,7 +136,9 @@ def _slice_span(run, snapshot: dict):
         parent = trace.set_span_in_context(trace.INVALID_SPAN)
     else:
         token = None
-        root = SpanContext(trace_id=trace_id, span_id=root_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        sampled = _root_sampled(trace_id) if _root_sampled is not None else True
+        root = SpanContext(trace_id=trace_id, span_id=root_id, is_remote=True,
+                           trace_flags=TraceFlags(TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT))
         parent = trace.set_span_in_context(NonRecordingSpan(root))
     try:
         span = _tracer.start_span(name, context=parent, kind=SpanKind.INTERNAL, attributes=attributes, links=links)

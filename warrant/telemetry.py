@@ -52,7 +52,7 @@ def _configure():
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     resource = Resource.create({SERVICE_NAME: os.environ.get("OTEL_SERVICE_NAME", "warrant")})
-    provider = TracerProvider(resource=resource, id_generator=_run_id_generator())
+    provider = TracerProvider(resource=resource, id_generator=run_id_generator())
     # The batch processor re-creates its export thread in a forked child (gunicorn, Celery prefork).
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
@@ -61,13 +61,20 @@ def _configure():
     DjangoInstrumentor().instrument(tracer_provider=provider, excluded_urls=excluded)
     CeleryInstrumentor().instrument(tracer_provider=provider)
     HTTPXClientInstrumentor().instrument(tracer_provider=provider)
-    hooks.enable(provider.get_tracer("warrant", schema_url="https://opentelemetry.io/schemas/1.37.0"))
+    enable_hooks(provider)
     logger.info("tracing on: OTLP/HTTP to %s", os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
                 or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
     return provider
 
 
-def _run_id_generator():
+def enable_hooks(provider) -> None:
+    """core.telemetry's spans through this provider; a run's later slices sampled as its root was."""
+    hooks.enable(provider.get_tracer("warrant", schema_url="https://opentelemetry.io/schemas/1.37.0"),
+                 root_sampled=lambda trace_id: provider.sampler.should_sample(None, trace_id, "invoke_agent")
+                 .decision.is_sampled())
+
+
+def run_id_generator():
     from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
     class RunIdGenerator(RandomIdGenerator):
