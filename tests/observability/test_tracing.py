@@ -10,6 +10,7 @@ Celery instrumented, and the worker's JSON log lines naming the run and its trac
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -24,6 +25,8 @@ from tests.observability.otlp import serve
 from tests.services.processes import CeleryProcess, RedisServer
 
 pytestmark = pytest.mark.slow
+if not shutil.which("redis-server"):
+    pytest.skip("redis-server is not installed (apt-get install redis-server)", allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parents[2]
 # observe's loopback ports (7160-7169) and Redis port (6461).
