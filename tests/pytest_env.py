@@ -18,3 +18,6 @@ os.environ.setdefault("WARRANT_SECRET_ENV_ALLOWED",
 os.environ.setdefault("WARRANT_PYTHON_TOOL_MODULES", "tests.tools.pyfuncs")
 os.environ.setdefault("WARRANT_MODEL_BACKENDS",
                       "replay=tests.runs.backends.ReplayBackend,obeying=tests.security.obeying.ObeyingBackend")
+# load_demo reads these (agents/demo_model.py): a developer's local model must not become the suite's demo model.
+for _name in ("WARRANT_MODEL_URL", "WARRANT_MODEL_NAME", "WARRANT_MODEL_API_KEY_ENV", "WARRANT_MODEL_BACKEND"):
+    os.environ.pop(_name, None)
