@@ -65,15 +65,15 @@ def _stored_checkpoint(seq: int) -> ReceiptCheckpoint | None:
     return ReceiptCheckpoint.objects.filter(seq=seq).first()
 
 
-def checkpoint_head(head: tuple[int, str] | None = None) -> ReceiptCheckpoint | None:
+def checkpoint_head(head: tuple[int, str] | None = None, *, fresh: bool = False) -> ReceiptCheckpoint | None:
     """The signed checkpoint of `head` (seq, hash; by default the chain's head now): made now, or
-    the one made before."""
+    the one made before. `fresh`: `head` was just sealed, so the insert is tried without a read first."""
     head = head or _head()
     if head is None:
         return None
     seq, hash_ = head
-    existing = _stored_checkpoint(seq)
-    if existing is not None:
+    # A head a seal just committed has no checkpoint yet (try the insert, as below); any other may.
+    if not fresh and (existing := _stored_checkpoint(seq)) is not None:
         return existing
     key_id, _key = signing.signing_key()
     at = timezone.now()
@@ -156,7 +156,7 @@ def witness_publish(*, force: bool = False, head: tuple[int, str] | None = None)
         if newest is not None and newest > timezone.now() - timedelta(seconds=interval):
             return {name: "later" for name in names}
         head = None  # a checkpoint of the chain as it is by now
-    point = checkpoint_head(head)
+    point = checkpoint_head(head, fresh=head is not None and not force)
     if point is None:
         return {name: "empty" for name in names}
     state = _sink_state() if names else {}

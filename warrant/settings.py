@@ -375,8 +375,9 @@ WARRANT_RECEIPT_DEMO_KEY = DEBUG
 # keys.json with the public keys retired by rotation: receipts they signed still verify.
 WARRANT_RECEIPT_PUBLIC_KEYS_FILE = os.environ.get("WARRANT_RECEIPT_PUBLIC_KEYS_FILE",
                                                   str(DATA_DIR / "receipt-public-keys.json"))
-# The chain's head goes to the witness after every seal (0) or at most this often.
-WARRANT_WITNESS_INTERVAL_SECONDS = float(os.environ.get("WARRANT_WITNESS_INTERVAL_SECONDS", "0"))
+# The chain's head goes to the witness after a seal, at most this often (0: after every seal); seals in
+# between share the next checkpoint, and the reconciler sends a head no later seal did.
+WARRANT_WITNESS_INTERVAL_SECONDS = float(os.environ.get("WARRANT_WITNESS_INTERVAL_SECONDS", "1"))
 # Append-only JSON lines of signed checkpoints; "" turns the file sink off.
 WARRANT_WITNESS_FILE = os.environ.get("WARRANT_WITNESS_FILE", str(DATA_DIR / "witness.jsonl"))
 # An HTTP endpoint that receives each checkpoint as a JSON POST; its host must be listed below.

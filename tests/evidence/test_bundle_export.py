@@ -204,7 +204,7 @@ def test_rows_edited_after_sealing_go_out_as_edited_and_the_verifier_names_them(
 @pytest.mark.django_db(transaction=True)
 def test_the_witness_file_keeps_the_checkpoints_the_database_lost_and_a_cut_tail_shows(operator, tmp_path):
     witness = tmp_path / "witness.jsonl"
-    with override_settings(WARRANT_WITNESS_FILE=str(witness)):
+    with override_settings(WARRANT_WITNESS_FILE=str(witness), WARRANT_WITNESS_INTERVAL_SECONDS=0):
         for _ in range(3):
             start(operator, "List all accounts.")
         assert len(witness.read_text().splitlines()) == 3

@@ -97,6 +97,7 @@ def _rechain(from_seq: int, *, resign: bool = False, bodies: dict | None = None)
 def history(demo, settings, tmp_path):
     """Four sealed receipts (#4 with an approval), a fifth run parked, every seal witnessed."""
     settings.WARRANT_WITNESS_FILE = str(tmp_path / "witness.jsonl")
+    settings.WARRANT_WITNESS_INTERVAL_SECONDS = 0  # a checkpoint for every seal, so each receipt has its own
     operator, approver = User.objects.get(username="operator"), User.objects.get(username="approver")
 
     def start(text):
@@ -314,6 +315,7 @@ def test_a_witness_down_while_runs_seal_is_caught_up_and_readyz_says_how_far_beh
     port = server.server_address[1]
     server.server_close()  # the port is known and nothing listens on it: the witness is down
     settings.WARRANT_WITNESS_FILE = str(tmp_path / "witness.jsonl")
+    settings.WARRANT_WITNESS_INTERVAL_SECONDS = 0
     settings.WARRANT_WITNESS_URL = f"http://127.0.0.1:{port}/checkpoints"
     settings.WARRANT_WITNESS_ALLOWED_HOSTS = ("127.0.0.1",)
     operator = User.objects.get(username="operator")
