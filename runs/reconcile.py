@@ -47,6 +47,11 @@ def _reconcile(queued_grace_seconds: int | None) -> dict:
     expired = approval_expire_due()
     lapsed = Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now).values_list("id", "lease_owner")
     lost = [run_id for run_id, owner in lapsed if not _runs_here(owner)]
+    # A broker whose queue is empty holds no message for any queued run: one queued for more than
+    # a moment (its publish follows its commit by milliseconds) lost its message (a flush, a
+    # restart); otherwise only a run queued past the grace period is assumed to have lost it.
+    if queued_grace_seconds > LOST_MESSAGE_SECONDS and _broker_queue_empty():
+        queued_grace_seconds = LOST_MESSAGE_SECONDS
     stale = list(Run.objects.filter(
         status=RunStatus.QUEUED, status_changed_at__lt=now - timedelta(seconds=queued_grace_seconds),
     ).values_list("id", flat=True))
@@ -55,6 +60,27 @@ def _reconcile(queued_grace_seconds: int | None) -> dict:
     # A witness sink that was down when runs sealed is brought up to the chain's head.
     caught_up = witness_catch_up()
     return {"expired_approvals": expired, "lost_leases": len(lost), "stale_queued": len(stale), "witness": caught_up}
+
+
+LOST_MESSAGE_SECONDS = 5
+
+
+def _broker_queue_empty() -> bool:
+    """Whether the broker's default queue holds no message now (False when it cannot tell: no
+    broker, or one that does not answer). A message a worker has reserved is not in the queue, so
+    its run may be re-enqueued too: the claim makes that second message a no-op."""
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        return False
+    from celery import current_app
+
+    try:
+        with current_app.connection_for_write() as conn, conn.channel() as channel:
+            try:
+                return channel.queue_declare(queue=current_app.conf.task_default_queue, passive=True).message_count == 0
+            except conn.channel_errors:
+                return True  # the queue itself is gone (a flushed Redis): nothing in it
+    except Exception:  # the broker is down or slow: say nothing, the grace period stands
+        return False
 
 
 @contextmanager

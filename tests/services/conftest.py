@@ -34,16 +34,18 @@ SUITE_ENV = {
 
 # The platform's defaults for recovery (warrant/settings.py, docs/operations.md), for the
 # scenarios that measure what an operator sees.
+# TEST_RECOVERY_LEASE_SECONDS and TEST_RECOVERY_RECONCILE_SECONDS measure the same scenarios
+# under other values (the figures before heartbeats were measured with 300 and 15).
 DEFAULTS = {
-    "WARRANT_LEASE_SECONDS": "15",
+    "WARRANT_LEASE_SECONDS": os.environ.get("TEST_RECOVERY_LEASE_SECONDS", "15"),
     "WARRANT_HEARTBEAT_SECONDS": "5",
-    "WARRANT_RECONCILE_SECONDS": "5",
+    "WARRANT_RECONCILE_SECONDS": os.environ.get("TEST_RECOVERY_RECONCILE_SECONDS", "5"),
     "WARRANT_WORKER_RECONCILE_SECONDS": "5",
 }
 # A model that takes its time (tests.services.faults.ThinkingBackend), beside the suite's own.
 MODEL_BACKENDS = ",".join(filter(None, [os.environ.get("WARRANT_MODEL_BACKENDS", ""),
                                         "thinking=tests.services.faults.ThinkingBackend"]))
-SLOW_SERVICE_PORT = 7130  # this suite's loopback range: 7130-7139
+SLOW_SERVICE_PORT = int(os.environ.get("TEST_SLOW_SERVICE_PORT", "7130"))  # this suite's loopback range: 7130-7139
 
 
 def pytest_configure(config):

@@ -45,6 +45,10 @@ class Report:
             out.append(f"{row['scenario'][:72]:<72} {row.get('runs', 0):>4}  {row.get('lost', 0):>4}  "
                        f"{row.get('duplicate_side_effects', 0):>6}  {row.get('receipt_errors', 0):>8}  {still}  "
                        f"{row.get('recovery_seconds', 0):>9.1f}")
+        for row in self.rows:
+            extra = {k: v for k, v in row.items() if k in ("handed_back_seconds", "call_seconds")}
+            if extra:
+                out.append(f"  {row['scenario'][:60]}: {extra}")
         out.append(f"TOTAL {len(self.rows)} scenario runs, {totals['runs']} runs, {totals['lost']} lost, "
                    f"{totals['duplicate_side_effects']} duplicate side effects, {totals['receipt_errors']} duplicate "
                    f"or missing receipts, longest standstill {totals['still']:.1f}s, longest recovery "

@@ -92,13 +92,17 @@ def test_graceful_restart_of_every_worker_hands_runs_back_at_once(cluster, fault
         os.killpg(worker.process.pid, signal.SIGTERM)
     for worker in workers:
         worker.process.wait(60)
+    handed_back = {}
     for run in runs:
         run.refresh_from_db()
         seen[run.id] = (run.status, run.lease_owner)
+        handed_back[run.id] = run.status_changed_at
     cluster.worker()
     cluster.worker()
     stills = [moved_after(run, stopped_at, kind="claimed", timeout=BOUND) for run in runs]
     scenario["standstill_seconds"] = round(max(stills), 1)
+    # From SIGTERM to the run released (queued again, its step saved): the step's remaining time.
+    scenario["handed_back_seconds"] = round(max((at - stopped_at).total_seconds() for at in handed_back.values()), 1)
     for run in runs:
         wait_status(run, {"succeeded"}, timeout=90)
     check_invariants(scenario)
@@ -187,3 +191,57 @@ def test_beat_killed_then_the_worker_holding_a_run_killed(cluster, fault_agent, 
     wait_status(run, {"succeeded"}, timeout=60)
     check_invariants(scenario)
     assert not beat.alive and "beatless" in run.output
+
+
+def test_rolling_restart_the_worker_holding_a_run_is_stopped_and_the_other_takes_it(cluster, fault_agent, scenario):
+    """One worker at a time is stopped (SIGTERM), as a rolling deploy does: the run it held moves to
+    the other worker as soon as the current step ends."""
+    workers = _two_workers_and_beat(cluster)
+    run = start_run({"turns": [[slow(3, f"t{t}")] for t in range(3)], "final": "rolled"})
+    wait_event(run, "claimed")
+    time.sleep(1.5)  # inside the first slow step
+    holder = _holder(workers, run)
+    stopped_at = now()
+    REPORT.fault(scenario)
+    holder.stop()
+    scenario["standstill_seconds"] = round(moved_after(run, stopped_at, kind="claimed", timeout=BOUND), 1)
+    wait_status(run, {"succeeded"}, timeout=60)
+    check_invariants(scenario)
+    claims = [e.data["worker"].split(":")[0] for e in run.events.filter(kind="claimed").order_by("seq")]
+    assert claims[0] == holder.args[2] and claims[-1] != holder.args[2], claims
+    assert "rolled" in run.output and all(f"t{t}" in run.output for t in range(3))
+
+
+def test_postgresql_connections_of_the_workers_terminated_mid_step(cluster, fault_agent, scenario):
+    """Every worker connection cut (a failover, a pooler restart): the step in flight cannot be saved
+    and is abandoned, its heartbeat stops with it, and the run is taken again once its lease lapses."""
+    from tests.services.test_broker_and_db_faults import _terminate_worker_connections
+
+    _two_workers_and_beat(cluster)
+    run = start_run({"turns": [[slow(4, "cut")], [slow(0.1, "after")]], "final": "reconnected"})
+    wait_event(run, "claimed")
+    time.sleep(1.5)
+    cut_at = now()
+    REPORT.fault(scenario)
+    assert _terminate_worker_connections() >= 1
+    scenario["standstill_seconds"] = round(moved_after(run, cut_at, kind="claimed", timeout=BOUND), 1)
+    wait_status(run, {"succeeded"}, timeout=60)
+    check_invariants(scenario)
+    assert "cut" in run.output and "after" in run.output
+
+
+def test_redis_flushed_with_runs_queued_and_running(cluster, fault_agent, scenario):
+    """Every message lost: the running run goes on (its lease is in the database), and the queued
+    ones wait for the reconciler to see them queued past WARRANT_QUEUED_GRACE_SECONDS."""
+    _two_workers_and_beat(cluster)
+    runs = [start_run({"turns": [[slow(3, f"f{i}")]], "final": f"flushed {i}"}) for i in range(4)]
+    wait_for(lambda: Run.objects.filter(status="running").count() == 2, timeout=30, what="two runs running")
+    flushed_at = now()
+    cluster.redis.flushall()
+    REPORT.fault(scenario)
+    queued = [run for run in runs if Run.objects.get(id=run.id).status == "queued"]
+    for run in runs:
+        wait_status(run, {"succeeded"}, timeout=BOUND)
+    scenario["standstill_seconds"] = round(max(moved_after(run, flushed_at, kind="claimed", timeout=5)
+                                               for run in queued), 1) if queued else 0.0
+    check_invariants(scenario)
