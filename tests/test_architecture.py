@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "governance", "agents", "skills", "runs", "review", "warrant", "warrant_verify")
-APPS = {"governance", "agents", "skills", "runs", "review", "warrant"}
+PACKAGES = ("core", "governance", "agents", "skills", "runs", "review", "evals", "warrant", "warrant_verify")
+APPS = {"governance", "agents", "skills", "runs", "review", "evals", "warrant"}
 
 # Which packages each may import at module level. governance's policies are scoped to agents and tools
 # and its dry run matches skills, so it sits above agents and skills; runs uses all of them;
@@ -30,6 +30,7 @@ ALLOWED = {
     "governance": {"core", "agents", "skills"},
     "runs": {"core", "agents", "skills", "governance", "warrant_verify"},
     "review": {"core", "agents", "skills", "governance", "runs", "warrant_verify"},  # the dashboard reads runs
+    "evals": {"core", "agents", "skills", "governance", "runs"},  # golden cases run through the harness
     "warrant": {"core", "agents", "skills", "governance", "runs", "review", "warrant_verify"},
     "warrant_verify": set(),  # the standalone verifier: the standard library and `cryptography` only
 }

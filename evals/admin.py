@@ -1,0 +1,54 @@
+"""Golden cases are edited in the workbench; eval runs and their results are read there."""
+
+from django.contrib import admin
+
+from evals.models import EvalResult, EvalRun, GoldenCase
+
+
+@admin.register(GoldenCase)
+class GoldenCaseAdmin(admin.ModelAdmin):
+    list_display = ["name", "agent", "expected_status", "awaiting_tool", "decision", "enabled", "updated_at"]
+    list_filter = ["agent", "expected_status", "enabled"]
+    search_fields = ["name", "input", "description"]
+    fieldsets = [
+        (None, {"fields": ["agent", "name", "description", "enabled"]}),
+        ("The request", {"fields": ["input", "roles", "decision"]}),
+        ("What must happen", {"fields": ["expected_status", "awaiting_tool", "stop_reason", "error", "tools_called",
+                                         "tools_not_called", "output_contains", "output_excludes", "policies_fired"]}),
+    ]
+
+
+class EvalResultInline(admin.TabularInline):
+    model = EvalResult
+    fields = ["case_name", "agent_slug", "passed", "status", "failures", "duration_ms"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+class ReadOnly(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(EvalRun)
+class EvalRunAdmin(ReadOnly):
+    list_display = ["id", "agent", "status", "passed", "total", "pass_rate", "threshold", "started_by", "created_at"]
+    list_filter = ["status", "agent"]
+    inlines = [EvalResultInline]
+
+
+@admin.register(EvalResult)
+class EvalResultAdmin(ReadOnly):
+    list_display = ["case_name", "agent_slug", "passed", "status", "eval_run"]
+    list_filter = ["passed", "agent_slug"]

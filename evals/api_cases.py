@@ -1,0 +1,101 @@
+"""The golden cases API: per agent, an input, the caller's roles and what must happen."""
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import IntegrityError, transaction
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.generics import GenericAPIView
+from rest_framework.response import Response
+
+from agents.models import Agent
+from core.api_errors import Conflict
+from core.api_fields import StrictFieldsMixin
+from core.api_views import PaginatedList, errors
+from evals.models import GoldenCase
+from evals.permissions import ReadEvalsWriteGovernanceAdmin
+
+# The fields GoldenCase.clean checks together.
+CHECKED = ("expected_status", "awaiting_tool", "stop_reason", "error", "decision")
+
+
+def _names(help_text: str) -> serializers.ListField:
+    return serializers.ListField(child=serializers.CharField(max_length=200), required=False, help_text=help_text)
+
+
+class CaseSerializer(StrictFieldsMixin, serializers.ModelSerializer):
+    agent = serializers.SlugRelatedField(slug_field="slug", queryset=Agent.objects.all())
+    roles = serializers.ListField(child=serializers.CharField(max_length=150), allow_empty=True,
+                                  help_text="The caller's roles: the case runs as a synthetic caller in exactly these.")
+    tools_called = _names("Tools that must be called (and have run).")
+    tools_not_called = _names("Tools that must not be called at all.")
+    output_contains = _names("Text the answer must contain.")
+    output_excludes = _names("Text the answer must not contain.")
+    policies_fired = _names("Names of policies that must fire.")
+
+    class Meta:
+        model = GoldenCase
+        ref_name = "GoldenCase"
+        fields = ["id", "agent", "name", "description", "input", "roles", "decision", "expected_status",
+                  "awaiting_tool", "stop_reason", "error", "tools_called", "tools_not_called", "output_contains",
+                  "output_excludes", "policies_fired", "enabled", "created_at", "updated_at"]
+        read_only_fields = ["id", "created_at", "updated_at"]
+        validators = []  # the (agent, name) constraint answers 409, below
+
+    def validate(self, attrs):
+        values = {f: getattr(self.instance, f) for f in CHECKED} if self.instance else {}
+        try:
+            GoldenCase(**values | {f: attrs[f] for f in CHECKED if f in attrs}).clean()
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict) from None
+        return attrs
+
+
+def _save(serializer) -> GoldenCase:
+    try:
+        with transaction.atomic():
+            return serializer.save()
+    except IntegrityError:
+        raise Conflict("the agent already has a golden case of that name") from None
+
+
+class CaseListCreateApi(PaginatedList, GenericAPIView):
+    permission_classes = [ReadEvalsWriteGovernanceAdmin]
+    serializer_class = CaseSerializer
+    queryset = GoldenCase.objects.select_related("agent")
+    filterset_fields = ["agent__slug", "enabled", "expected_status"]
+
+    @extend_schema(operation_id="eval_cases_list", summary="List golden cases", responses=CaseSerializer(many=True))
+    def get(self, request):
+        return self.list_response()
+
+    @extend_schema(operation_id="eval_cases_create", summary="Create a golden case", request=CaseSerializer,
+                   responses={201: CaseSerializer, **errors(400, 403, 409)})
+    def post(self, request):
+        serializer = CaseSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return Response(CaseSerializer(_save(serializer)).data, status=status.HTTP_201_CREATED)
+
+
+class CaseDetailApi(GenericAPIView):
+    permission_classes = [ReadEvalsWriteGovernanceAdmin]
+    serializer_class = CaseSerializer
+    queryset = GoldenCase.objects.select_related("agent")
+    lookup_url_kwarg = "case_id"
+
+    @extend_schema(operation_id="eval_cases_retrieve", summary="Read a golden case",
+                   responses={200: CaseSerializer, **errors(403, 404)})
+    def get(self, request, case_id):
+        return Response(CaseSerializer(self.get_object()).data)
+
+    @extend_schema(operation_id="eval_cases_partial_update", summary="Change a golden case", request=CaseSerializer,
+                   responses={200: CaseSerializer, **errors(400, 403, 404, 409)})
+    def patch(self, request, case_id):
+        serializer = CaseSerializer(self.get_object(), data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        return Response(CaseSerializer(_save(serializer)).data)
+
+    @extend_schema(operation_id="eval_cases_destroy", summary="Delete a golden case",
+                   responses={204: None, **errors(403, 404)})
+    def delete(self, request, case_id):
+        self.get_object().delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)

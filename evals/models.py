@@ -1,0 +1,128 @@
+"""Golden cases (what must happen for an input and a caller's roles) and eval runs (a set of them run
+in isolation, with one result per case)."""
+
+import uuid
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from agents.models import Agent
+
+
+class Expected(models.TextChoices):
+    SUCCEEDED = "succeeded"
+    BLOCKED = "blocked"
+    AWAITING_APPROVAL = "awaiting_approval"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+class Decision(models.TextChoices):
+    """What the case's approver answers when the run parks: nothing (the case ends parked), or a
+    decision, after which the run goes on (an approved side effect goes to the sandbox)."""
+
+    NONE = "", "none: the case ends parked"
+    APPROVE = "approve"
+    DENY = "deny"
+
+
+def _names(value) -> None:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ValidationError("a list of non-empty strings")
+
+
+class GoldenCase(models.Model):
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="golden_cases")
+    name = models.SlugField(max_length=80, help_text="Unique for its agent.")
+    description = models.TextField(blank=True)
+    input = models.TextField()
+    roles = models.JSONField(default=list, validators=[_names],
+                             help_text="The caller's roles: the case runs as a synthetic caller in exactly these.")
+    decision = models.CharField(max_length=8, choices=Decision.choices, blank=True, default="")
+    expected_status = models.CharField(max_length=20, choices=Expected.choices)
+    awaiting_tool = models.CharField(max_length=128, blank=True,
+                                     help_text="For awaiting_approval: the tool the run must park on.")
+    stop_reason = models.CharField(max_length=32, blank=True, help_text="For stopped: the stop reason.")
+    error = models.CharField(max_length=32, blank=True, help_text="For failed: the error code.")
+    tools_called = models.JSONField(default=list, blank=True, validators=[_names],
+                                    help_text="Tools that must be called (and have run).")
+    tools_not_called = models.JSONField(default=list, blank=True, validators=[_names],
+                                        help_text="Tools that must not be called at all.")
+    output_contains = models.JSONField(default=list, blank=True, validators=[_names])
+    output_excludes = models.JSONField(default=list, blank=True, validators=[_names])
+    policies_fired = models.JSONField(default=list, blank=True, validators=[_names],
+                                      help_text="Names of policies that must fire.")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["agent__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["agent", "name"], name="golden_case_name_per_agent")]
+
+    def __str__(self) -> str:
+        return f"{self.agent.slug}/{self.name}"
+
+    def clean(self) -> None:
+        problems = {}
+        if self.awaiting_tool and self.expected_status != Expected.AWAITING_APPROVAL:
+            problems["awaiting_tool"] = "only for expected status awaiting_approval"
+        if self.stop_reason and self.expected_status != Expected.STOPPED:
+            problems["stop_reason"] = "only for expected status stopped"
+        if self.error and self.expected_status != Expected.FAILED:
+            problems["error"] = "only for expected status failed"
+        if self.decision and self.expected_status == Expected.AWAITING_APPROVAL:
+            problems["decision"] = "a case that decides cannot end parked"
+        if problems:
+            raise ValidationError(problems)
+
+
+class EvalRun(models.Model):
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        PASSED = "passed"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="eval_runs",
+                              help_text="Empty: every agent's cases.")
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="eval_runs")
+    profile = models.CharField(max_length=64, blank=True, help_text="The model profile used; empty: each agent's own.")
+    threshold = models.FloatField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    total = models.PositiveIntegerField(default=0)
+    passed = models.PositiveIntegerField(default=0)
+    pass_rate = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        # Who may run evals: governance admins (by this permission) and compliance (by its role).
+        default_permissions = ("add", "view")
+
+    def __str__(self) -> str:
+        return f"eval run {self.id} ({self.status})"
+
+
+class EvalResult(models.Model):
+    eval_run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="results")
+    case = models.ForeignKey(GoldenCase, null=True, on_delete=models.SET_NULL, related_name="results")
+    # As the case was when it ran: a case edited or deleted later leaves the result readable.
+    agent_slug = models.SlugField(max_length=64)
+    case_name = models.SlugField(max_length=80)
+    expected = models.JSONField(default=dict)
+    passed = models.BooleanField()
+    status = models.CharField(max_length=20, help_text="The status the case's run ended in.")
+    output = models.TextField(blank=True)
+    failures = models.JSONField(default=list, help_text="Each failed expectation: expectation, expected, actual.")
+    actual = models.JSONField(default=dict, help_text="What happened: tools called, policies fired, parked tool, ...")
+    sandbox = models.JSONField(default=list, help_text="Side-effect calls the sandbox answered instead of the tool.")
+    trace = models.JSONField(default=list, help_text="The events the harness's steps returned, redacted as a run's.")
+    duration_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["eval_run", "id"]
+        default_permissions = ("view",)
