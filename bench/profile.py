@@ -1,14 +1,19 @@
-"""Profile Warrant's side of a scenario with pyinstrument (how RESULTS.md's findings were made).
+"""Profile Warrant's side of a scenario (how RESULTS.md's and NOTES.md's findings were made).
 
-    .venv-bench/bin/python -m bench.profile harness   # or: approval, receipts
+    .venv-bench/bin/python -m bench.profile harness            # pyinstrument; or: approval, receipts
+    .venv-bench/bin/python -m bench.profile harness --cpu -n 200
+        # CPU ms and wall ms per run over n runs in one process, and one run's statements by kind
+    .venv-bench/bin/python -m bench.profile harness --cprofile var/harness.prof -n 200
+        # cProfile's stats of n runs, for pstats (sort by cumulative or tottime)
 """
 
 import argparse
+import cProfile
 import sys
 import tempfile
+import time
+from collections import Counter
 from pathlib import Path
-
-from pyinstrument import Profiler
 
 from bench import djangoenv
 
@@ -17,6 +22,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("what", choices=("harness", "approval", "receipts"))
     parser.add_argument("-n", type=int, default=30)
+    parser.add_argument("--cpu", action="store_true", help="CPU and wall ms per run, statements per run")
+    parser.add_argument("--cprofile", type=Path, help="write cProfile's stats of the n runs here")
     args = parser.parse_args()
     djangoenv.setup(Path(tempfile.mkdtemp(prefix="bench-profile-")))
     djangoenv.prepare()
@@ -30,11 +37,29 @@ def main() -> int:
         from bench.s_embedded import _warrant
 
         once, check = _warrant(args.what == "approval")
-        check(once())
+        for _ in range(5):  # warm: the freeze and the remembered checks are kept from the first run on
+            check(once())
+        if args.cpu:
+            print(_statements(once))
 
         def work():
             for _ in range(args.n):
                 once()
+
+    if args.cpu or args.cprofile:
+        profile = cProfile.Profile() if args.cprofile else None
+        cpu, wall = time.process_time(), time.perf_counter()
+        if profile:
+            profile.enable()
+        work()
+        if profile:
+            profile.disable()
+            profile.dump_stats(args.cprofile)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        print(f"{args.what}: {cpu / args.n * 1000:.1f} ms CPU, {wall / args.n * 1000:.1f} ms wall a run over {args.n}"
+              + (f" (under cProfile: {args.cprofile})" if profile else ""))
+        return 0
+    from pyinstrument import Profiler
 
     profiler = Profiler(interval=0.0005)
     profiler.start()
@@ -42,6 +67,26 @@ def main() -> int:
     profiler.stop()
     print(profiler.output_text(unicode=True, color=False))
     return 0
+
+
+def _statements(once) -> str:
+    """One run's statements, counted as bench.s_embedded counts them, and by their first word."""
+    from django.db import connection
+
+    from bench.s_embedded import _counted
+
+    seen = []
+
+    def spy(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(spy):
+        once()
+    counts = _counted(seen)
+    kinds = Counter(sql.lstrip().split(None, 1)[0].upper() for sql in seen)
+    return (f"{counts['statements_per_run']} statements, {counts['transactions_per_run']} transactions a run: "
+            + ", ".join(f"{kind} {n}" for kind, n in kinds.most_common()))
 
 
 if __name__ == "__main__":

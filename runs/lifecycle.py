@@ -90,10 +90,13 @@ def run_claim(run_id, worker: str, *, known: Run | None = None) -> Run | None:
     """queued -> running, or take over a running run whose lease lapsed. The run if we own it.
 
     `known`: the run as this process last wrote it (the embedded default hands on the run it just
-    started); claimed without a read if its row is still as written."""
+    started, or requeued after a decision); claimed without a read if its row is still as written.
+    A run a decision read without its snapshot and state has them read once it is ours."""
     now = timezone.now()
     with transaction.atomic():
         if known is not None and known.status == RunStatus.QUEUED and _claimed(known, worker, now):
+            if deferred := {"snapshot", "state"} & known.get_deferred_fields():
+                known.refresh_from_db(fields=sorted(deferred))
             return known
         run = _locked(run_id)
         claimable = run is not None and (run.status == RunStatus.QUEUED or (
@@ -250,7 +253,7 @@ def run_requeue(run: Run, *, decided: tuple, deadline_at) -> None:
     the run's deadline moved on by the time it waited. `run` was read under its row lock."""
     if not _write(run, status=RunStatus.QUEUED, fields={"deadline_at": deadline_at}, events=[decided]):
         raise Conflict(f"run {run.id} changed status concurrently")
-    enqueue(run.id)
+    enqueue(run.id, known=run)
 
 
 def run_note(run: Run, event: tuple) -> None:

@@ -180,3 +180,23 @@ def test_a_step_that_parks_for_a_role_that_is_gone_fails_the_run_closed(demo):
     run.refresh_from_db()
     assert (run.status, run.error) == ("failed", "policy_error") and not ApprovalRequest.objects.filter(run=run).exists()
     assert "approval_requested" not in run.events.values_list("kind", flat=True) and hasattr(run, "receipt")
+
+
+def test_a_run_resumed_in_process_after_a_decision_goes_on_from_the_row_the_decision_wrote(
+        demo, django_capture_on_commit_callbacks):
+    """The embedded default claims the run a decision requeued as the decision wrote it (read
+    without its snapshot and state, which are read once the run is claimed), not by reading the
+    row again: the run goes on, its trace gapless and its receipt valid."""
+    from runs.receipts import receipt_verify
+
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text="Delete the account Initech.",
+                                caller=User.objects.get(username="operator"))
+    services.run_advance(run_id=run.id)
+    approval = ApprovalRequest.objects.get(run=run, status="pending")
+    with django_capture_on_commit_callbacks(execute=True):
+        services.approval_decide(via="session", approval_id=approval.id, user=User.objects.get(username="approver"),
+                                 approve=True)
+    run.refresh_from_db()
+    assert run.status == "succeeded" and receipt_verify(receipt=run.receipt).valid
+    claims = list(run.events.filter(kind="claimed").values_list("data", flat=True))
+    assert [c["delivery"] for c in claims] == [1, 1] and _seqs(run) == list(range(1, run.event_seq + 1))
