@@ -49,11 +49,16 @@ def _fmt(value: float) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
 
 
-def _open(title: str, desc: str, height: int, css: str) -> tuple[str, str]:
+def _count(value: float, unit: str) -> str:
+    """1 run, 2 runs: the unit is given in the plural."""
+    return f"{_fmt(value)} {unit[:-1] if value == 1 and unit.endswith('s') else unit}"
+
+
+def _open(title: str, desc: str, height: int, css: str, width: int = WIDTH) -> tuple[str, str]:
     """The <svg> element's opening, with its title and description; and its id (from the title: a
     page's charts have titles of their own)."""
     ident = f"rv-{slugify(title)}"
-    return (f'<svg class="rv-chart {css}" viewBox="0 0 {WIDTH} {height}" width="100%" role="img" '
+    return (f'<svg class="rv-chart {css}" viewBox="0 0 {width} {height}" width="100%" role="img" '
             f'aria-labelledby="{ident}-t {ident}-d" xmlns="http://www.w3.org/2000/svg">'
             f'<title id="{ident}-t">{escape(title)}</title><desc id="{ident}-d">{escape(desc)}</desc>'), ident
 
@@ -69,13 +74,14 @@ def _day_label(day: str) -> str:
     return day[5:]  # MM-DD; the period's year is in the page's heading
 
 
-def _axes(top: float, left: int, bottom: int, plot_h: int, days: list[str], step_w: float) -> list[str]:
-    parts = [f'<line class="rv-axis" x1="{left}" y1="{bottom}" x2="{WIDTH - 8}" y2="{bottom}"/>']
+def _axes(top: float, left: int, bottom: int, plot_h: int, days: list[str], step_w: float,
+          width: int = WIDTH) -> list[str]:
+    parts = [f'<line class="rv-axis" x1="{left}" y1="{bottom}" x2="{width - 8}" y2="{bottom}"/>']
     for fraction in (0, 0.5, 1):
         y = bottom - plot_h * fraction
-        parts.append(f'<line class="rv-grid" x1="{left}" y1="{y:.1f}" x2="{WIDTH - 8}" y2="{y:.1f}"/>')
+        parts.append(f'<line class="rv-grid" x1="{left}" y1="{y:.1f}" x2="{width - 8}" y2="{y:.1f}"/>')
         parts.append(f'<text class="rv-tick" x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_fmt(top * fraction)}</text>')
-    every = max(1, round(len(days) / 8 + 0.49))
+    every = max(1, -(-len(days) * 70 // (width - left)))  # a label every 70 units at least
     for index, day in enumerate(days):
         if index % every == 0:
             x = left + step_w * (index + 0.5)
@@ -94,7 +100,7 @@ def _legend(series: list[Series], y: int) -> list[str]:
 
 
 def stacked_days(title: str, desc: str, days: list[str], series: list[Series], values: dict[str, list[float]],
-                 href=None, unit: str = "runs") -> SafeString:
+                 href=None, unit: str = "runs", width: int = WIDTH) -> SafeString:
     """Bars over days, each day's bar stacked by series; values[key][i] is the series' figure on
     days[i]; href(day, key) the list behind a segment (None: no link)."""
     height, left, top_pad, legend_h = 250, 44, 12, 22
@@ -102,10 +108,10 @@ def stacked_days(title: str, desc: str, days: list[str], series: list[Series], v
     plot_h = bottom - top_pad
     totals = [sum(values[s.key][i] for s in series) for i in range(len(days))]
     top = nice_max(max(totals, default=0))
-    step_w = (WIDTH - 8 - left) / max(len(days), 1)
+    step_w = (width - 8 - left) / max(len(days), 1)
     bar_w = max(2.0, min(36.0, step_w * 0.7))
-    head, _ = _open(title, desc, height, "rv-stacked")
-    parts = [head, *_axes(top, left, bottom, plot_h, days, step_w)]
+    head, _ = _open(title, desc, height, "rv-stacked", width)
+    parts = [head, *_axes(top, left, bottom, plot_h, days, step_w, width)]
     for index, day in enumerate(days):
         x, y = left + step_w * (index + 0.5) - bar_w / 2, float(bottom)
         for s in series:
@@ -115,7 +121,7 @@ def stacked_days(title: str, desc: str, days: list[str], series: list[Series], v
             h = plot_h * value / top
             y -= h
             rect = f'<rect class="{s.css}" x="{x:.1f}" y="{y:.1f}" width="{bar_w:.1f}" height="{h:.1f}"/>'
-            parts.append(_link(rect, href(day, s.key) if href else None, f"{day}: {_fmt(value)} {unit} {s.label}"))
+            parts.append(_link(rect, href(day, s.key) if href else None, f"{day}: {_count(value, unit)} {s.label}"))
     parts += _legend(series, height - 6)
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 (every text above is escaped)
@@ -138,7 +144,7 @@ def lines_days(title: str, desc: str, days: list[str], series: list[Series], val
         for (x, y), day, value in zip(points, days, values[s.key], strict=True):
             dot = f'<circle class="rv-dot {s.css}" cx="{x:.1f}" cy="{y:.1f}" r="{4 if value else 2.5}"/>'
             parts.append(_link(dot, href(day, s.key) if href and value else None,
-                               f"{day}: {_fmt(value)} {unit} {s.label}"))
+                               f"{day}: {_count(value, unit)} {s.label}"))
     parts += _legend(series, height - 6)
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 (every text above is escaped)
@@ -153,12 +159,14 @@ def bars(title: str, desc: str, rows: list[Bar], unit: str = "") -> SafeString:
     row_h, label_w, pad = 26, 190, 8
     height = max(1, len(rows)) * row_h + 2 * pad
     top = nice_max(max((r.value for r in rows), default=0))
-    span = WIDTH - label_w - 90
+    said = [row.text or (_count(row.value, unit) if unit else _fmt(row.value)) for row in rows]
+    words_w = max((len(w) + len(r.note) + 1 for w, r in zip(said, rows, strict=True)), default=0) * 6.6 + 12
+    span = max(120.0, WIDTH - label_w - words_w)  # the longest figure and note still fit right of its bar
     head, _ = _open(title, desc, height, "rv-bars")
     parts = [head]
     if not rows:
         parts.append(f'<text class="rv-label rv-empty" x="{label_w}" y="{pad + 17}">none in this period</text>')
-    for index, row in enumerate(rows):
+    for index, (row, words) in enumerate(zip(rows, said, strict=True)):
         y = pad + index * row_h
         parts.append(f'<text class="rv-label" x="{label_w - 8}" y="{y + 17}" text-anchor="end">'
                      f'{escape(_clip(row.label))}</text>')
@@ -169,7 +177,6 @@ def bars(title: str, desc: str, rows: list[Bar], unit: str = "") -> SafeString:
             if w > 0:
                 shapes.append(f'<rect class="{css}" x="{x:.1f}" y="{y + 4}" width="{max(w, 1.5):.1f}" height="{row_h - 8}"/>')
                 x += w
-        words = row.text or f"{_fmt(row.value)}{' ' + unit if unit else ''}"
         words += f" {row.note}" if row.note else ""
         shapes.append(f'<text class="rv-value" x="{x + 6:.1f}" y="{y + 17}">{escape(words)}</text>')
         parts.append(_link("".join(shapes), row.href, f"{row.label}: {words}"))

@@ -56,7 +56,7 @@ def _runs_charts(figures: dict, period: Period) -> dict:
         "Runs by outcome, per day",
         f"{runs['total']} runs asked for from {period.first} to {period.last}, by outcome: "
         + ", ".join(f"{runs['by_outcome'][o]} {OUTCOME_TEXT.get(o, o)}" for o in shown) + ".",
-        days, series, values, href=lambda day, status: links.runs_on(day, status=status))
+        days, series, values, href=lambda day, status: links.runs_on(day, status=status), width=1100)
     risk_series = [Series("tainted", "tainted", "rv-bad"), Series("blocked", "blocked", "rv-block")]
     risk = charts.lines_days(
         "Tainted and blocked runs, per day",
@@ -101,7 +101,7 @@ def _trace_charts(figures: dict, events) -> dict:
                          note=f"in {p['runs']} run{'s' if p['runs'] != 1 else ''}", parts=(("rv-warn", p["calls"]),))
                      for p in fallbacks["by_profile"]]
     policy_rows = [Bar(p["policy"] or "(unnamed)", p["fired"], _policy_link(p, events),
-                       note="; ".join(f"{effect} {n}" for effect, n in sorted(p["effects"].items())),
+                       note="(" + "; ".join(f"{effect} {n}" for effect, n in sorted(p["effects"].items())) + ")",
                        parts=(("rv-c2", p["fired"]),)) for p in figures["policies_fired"]]
     return {
         "refused": charts.bars("Refused tool calls, by tool and reason",
