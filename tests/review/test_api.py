@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from review.api import DashboardSummarySerializer
 from review.figures import dashboard_figures, default_period
 from tests import factories
 from tests.runs.helpers import start
@@ -25,6 +26,8 @@ def test_compliance_reads_the_same_figures_as_the_page(operator, compliance):
     assert answer.status_code == 200, answer.content
     body = answer.json()
     assert body == dashboard_figures(default_period())
+    documented = DashboardSummarySerializer(data=body)  # the answer is what the schema says it is
+    assert documented.is_valid(), documented.errors
     assert body["runs"]["total"] == 2 and body["runs"]["by_outcome"]["blocked"] == 1
     assert body["period"] == {"from": (_today() - timedelta(days=13)).isoformat(), "to": _today().isoformat(), "days": 14}
     today = _today()
