@@ -117,9 +117,13 @@ def _trace_charts(figures: dict, events) -> dict:
 
 
 def _policy_link(policy: dict, events) -> str | None:
+    """The trace's decisions of the policy, or, for a policy that only asked for approvals (or
+    for someone who may not open the trace), the approval requests it raised."""
     decided = sum(n for effect, n in policy["effects"].items() if effect != "approval requested")
-    if decided:
+    if decided and events.allowed:
         return events("policy_decision", policy=policy["policy"])
+    if policy["effects"].get("approval requested"):
+        return links.approvals(events.period, policy_name=policy["policy"])
     return None
 
 

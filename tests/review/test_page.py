@@ -88,6 +88,8 @@ def test_each_chart_links_to_the_list_that_holds_its_figure(operator, approver):
     assert client.get(role).context["cl"].result_count == 4
     approved = {h for h in links if h.startswith("/admin/runs/approvalrequest/?") and "status__exact=approved" in h}
     assert {client.get(h).context["cl"].result_count for h in approved} == {1}
+    [asked] = {h for h in links if "policy_name=side-effects-need-secops" in h}
+    assert client.get(asked).context["cl"].result_count == 1  # the policy that asked for the approval
     # The trace's event list is not compliance's to open: no link to it, and the page says why.
     assert not [h for h in links if "/admin/runs/runevent/" in h] and "runs.view_runevent" in html
 
