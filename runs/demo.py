@@ -111,5 +111,11 @@ def demo_load(*, skills_dir: Path | None = None) -> dict:
     # The bundled library is reviewed with the code; loading it is the platform's act, not a person's.
     skills = [skill_import(text=path.read_text(encoding="utf-8"), status=Skill.Status.ACTIVE)[0].name
               for path in sorted(root.glob("*/SKILL.md"))]
+    # The demo's golden set. evals sits above runs (its cases run through the harness), so it is
+    # imported here, when the demo loads, and not with this module.
+    from evals.demo import golden_load
+
+    golden = golden_load()
     return {"users_created": users, "policies_created": policies, "agent_version": version.version,
-            "agent_published": published, "skills": skills, "model": demo_model.describe(agent.model_profile)}
+            "agent_published": published, "skills": skills, "model": demo_model.describe(agent.model_profile),
+            "golden_cases": golden}

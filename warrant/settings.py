@@ -54,6 +54,8 @@ INSTALLED_APPS = [
     "agents",
     "skills",
     "runs",
+    "review",
+    "evals",
 ]
 
 MIDDLEWARE = [

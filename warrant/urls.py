@@ -11,6 +11,8 @@ api = [
     path("", include("governance.urls")),
     path("", include("agents.urls")),
     path("", include("skills.urls")),
+    path("", include("review.urls")),
+    path("", include("evals.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its start-up script as a file: the content security policy allows no inline script.
     path("docs/", pages.ApiDocsView.as_view(url_name="schema"), name="docs"),

@@ -128,6 +128,8 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     # --- OpenAPI: anyone logged in
     ("GET", "schema/"):                             (401,  200,  200,  200,  200,  200),
     ("GET", "docs/"):                               (401,  200,  200,  200,  200,  200),
+    # --- the dashboard's figures (review/): compliance, governance admins and superusers
+    ("GET", "dashboard/summary/"):                  (401,  403,  403,  200,  200,  403),
 }
 
 # Cells whose expected status above is the CORRECT one but the code answers otherwise today:

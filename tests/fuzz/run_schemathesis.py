@@ -170,6 +170,9 @@ checks.use_after_free.enabled = false
 # counted as "dropped". Any other message - a length, a range, a pattern, "Unknown field." - keeps
 # the failure: those are constraints the schema could state and does not.
 BUSINESS_RULES = {
+    # review.figures.period_from: a period of whole days, in order, at most 366 of them.
+    "created_after": r"^(The period ends before it starts\.|A period is at most 366 days\.|The period runs off the calendar\.)$",
+    "created_before": r"^(The period ends before it starts\.|A period is at most 366 days\.|The period runs off the calendar\.)$",
     "agent": r"^(unknown agent |no agent named |agent .* has no published version$)",
     "agents": r"^unknown agents: ",
     "role": r"^(no role named |Object with name=.* does not exist\.$)",
