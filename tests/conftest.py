@@ -12,6 +12,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from agents.models import Tool
+from runs import witness
 from runs.demo import demo_load
 from tests import factories
 from tests.security.figures import FIGURES as SECURITY_FIGURES
@@ -164,6 +165,13 @@ def replay_agent(demo):
     (tests/runs/backends.py), carrying every tool registered by dotted path at this point (the
     demo's and any a fixture before it made), published. factories.carry(agent, tool) adds more."""
     return factories.replay_agent(*Tool.objects.filter(source=Tool.Source.PYTHON, tool_source=None))
+
+
+@pytest.fixture(autouse=True)
+def _no_checkpoint_seen():
+    """Each test's database starts without the checkpoints an earlier test made: the witness's
+    interval clock (runs.witness._last_seen) starts unset too."""
+    witness._last_seen[0] = None
 
 
 @pytest.fixture(autouse=True)

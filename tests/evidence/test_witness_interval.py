@@ -8,7 +8,7 @@ from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
-from runs import services
+from runs import services, witness
 from runs.models import Receipt, ReceiptCheckpoint
 from runs.witness import witness_catch_up, witness_status
 
@@ -22,8 +22,8 @@ def _seal(operator, text: str, capture) -> None:
 
 def test_seals_within_the_interval_share_a_checkpoint_and_the_catch_up_witnesses_the_head(
         demo, settings, tmp_path, django_capture_on_commit_callbacks):
-    witness = tmp_path / "witness.jsonl"
-    settings.WARRANT_WITNESS_FILE = str(witness)
+    witness_file = tmp_path / "witness.jsonl"
+    settings.WARRANT_WITNESS_FILE = str(witness_file)
     settings.WARRANT_WITNESS_INTERVAL_SECONDS = 3600  # nothing after the first seal is sent before the catch-up
     operator = User.objects.get(username="operator")
     first_seq = (Receipt.objects.order_by("-seq").values_list("seq", flat=True).first() or 0) + 1
@@ -36,10 +36,21 @@ def test_seals_within_the_interval_share_a_checkpoint_and_the_catch_up_witnesses
     assert Receipt.objects.order_by("-seq").values_list("seq", flat=True).first() == head
     # Only the first seal of the interval made (and sent) a checkpoint; the next two wait.
     assert ReceiptCheckpoint.objects.count() == checkpoints_before + 1
-    assert [json.loads(line)["seq"] for line in witness.read_text().splitlines()] == [first_seq]
+    assert [json.loads(line)["seq"] for line in witness_file.read_text().splitlines()] == [first_seq]
     assert witness_status()["sinks"]["file"]["behind_receipts"] == 2
 
     assert witness_catch_up() == {"file": f"delivered #{head}"}
-    assert [json.loads(line)["seq"] for line in witness.read_text().splitlines()] == [first_seq, head]
+    assert [json.loads(line)["seq"] for line in witness_file.read_text().splitlines()] == [first_seq, head]
     assert witness_status()["sinks"]["file"]["behind_receipts"] == 0
     call_command("verify_receipts")  # the head's checkpoint vouches for the receipts between
+
+
+def test_a_seal_within_the_interval_of_a_checkpoint_this_process_made_asks_the_database_nothing(
+        demo, settings, tmp_path, django_capture_on_commit_callbacks, django_assert_num_queries):
+    settings.WARRANT_WITNESS_FILE = str(tmp_path / "witness.jsonl")
+    settings.WARRANT_WITNESS_INTERVAL_SECONDS = 3600
+    _seal(User.objects.get(username="operator"), "List all accounts.", django_capture_on_commit_callbacks)
+    head = Receipt.objects.order_by("-seq").values_list("seq", "hash").first()
+    with django_assert_num_queries(0):
+        assert witness.after_seal(*head) is None
+    assert witness.witness_publish(head=head) == {"file": "later"}
