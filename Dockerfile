@@ -36,6 +36,8 @@ COPY governance/ governance/
 COPY agents/ agents/
 COPY skills/ skills/
 COPY runs/ runs/
+COPY review/ review/
+COPY evals/ evals/
 COPY warrant_verify/ warrant_verify/
 COPY templates/ templates/
 # collectstatic at build time: content-hashed, compressed copies in /app/static, served by whitenoise.

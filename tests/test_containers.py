@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from django.conf import settings
 from django.core.management import get_commands
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,6 +120,9 @@ def test_every_first_party_package_the_copied_code_imports_is_copied_too():
             imported |= set(re.findall(r"(?m)^\s*(?:from|import)\s+([a-z_]\w*)", path.read_text()))
     missing = (imported & packages) - copied
     assert not missing, f"the image's code imports {sorted(missing)}, which the Dockerfile does not copy"
+    apps = {app.split(".")[0] for app in settings.INSTALLED_APPS} | {settings.ROOT_URLCONF.split(".")[0]}
+    missing = (apps & packages) - copied
+    assert not missing, f"{sorted(missing)} are installed apps, which the Dockerfile does not copy"
     assert "templates" in copied  # TEMPLATES DIRS
 
 
