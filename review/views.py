@@ -9,9 +9,10 @@ Who sees it: superusers and members of the compliance or governance admin role
 from django.conf import settings
 
 from core.permissions import in_role
-from review import charts, links
+from review import charts
 from review.charts import Bar, Series
-from review.figures import (OUTCOMES, Period, PeriodError, dashboard_figures, default_period,
+from review.links import Links
+from review.figures import (OUTCOMES, PeriodError, dashboard_figures, default_period,
                             period_from)
 
 OUTCOME_CSS = {"succeeded": "rv-ok", "failed": "rv-bad", "blocked": "rv-block", "stopped": "rv-warn",
@@ -46,8 +47,8 @@ def duration(seconds: float | None) -> str:
     return f"{minutes} min {secs} s"
 
 
-def _runs_charts(figures: dict, period: Period) -> dict:
-    runs = figures["runs"]
+def _runs_charts(figures: dict, lk: Links) -> dict:
+    runs, period = figures["runs"], lk.period
     days = [d["date"] for d in runs["by_day"]]
     shown = [o for o in OUTCOMES if runs["by_outcome"][o]] or ["succeeded"]
     series = [Series(o, OUTCOME_TEXT.get(o, o), OUTCOME_CSS.get(o, "rv-c0")) for o in shown]
@@ -56,7 +57,7 @@ def _runs_charts(figures: dict, period: Period) -> dict:
         "Runs by outcome, per day",
         f"{runs['total']} runs asked for from {period.first} to {period.last}, by outcome: "
         + ", ".join(f"{runs['by_outcome'][o]} {OUTCOME_TEXT.get(o, o)}" for o in shown) + ".",
-        days, series, values, href=lambda day, status: links.runs_on(day, status=status), width=1100)
+        days, series, values, href=lambda day, status: lk.runs_on(day, status=status), width=1100)
     risk_series = [Series("tainted", "tainted", "rv-bad"), Series("blocked", "blocked", "rv-block")]
     risk = charts.lines_days(
         "Tainted and blocked runs, per day",
@@ -64,14 +65,14 @@ def _runs_charts(figures: dict, period: Period) -> dict:
         f"from {period.first} to {period.last}.",
         days, risk_series, {"tainted": [d["tainted"] for d in runs["by_day"]],
                             "blocked": [d["blocked"] for d in runs["by_day"]]},
-        href=lambda day, key: links.runs_on(day, tainted__exact="1") if key == "tainted"
-        else links.runs_on(day, status="blocked"))
+        href=lambda day, key: lk.runs_on(day, tainted__exact="1") if key == "tainted"
+        else lk.runs_on(day, status="blocked"))
     return {"outcome": outcome, "risk": risk}
 
 
-def _approval_charts(figures: dict, period: Period) -> dict:
+def _approval_charts(figures: dict, lk: Links) -> dict:
     approvals = figures["approvals"]
-    rows = [Bar(decision, n, links.approvals(period, status__exact=decision), parts=((DECISION_CSS[decision], n),))
+    rows = [Bar(decision, n, lk.approvals(status__exact=decision), parts=((DECISION_CSS[decision], n),))
             for decision, n in approvals["by_decision"].items() if n or decision in ("approved", "denied")]
     decision = charts.bars("Approval requests by decision",
                            f"{approvals['total']} approval requests raised in the period: "
@@ -81,7 +82,7 @@ def _approval_charts(figures: dict, period: Period) -> dict:
         timing = approvals["time_to_decision"][key]
         for stat, name in (("median_seconds", "median"), ("p90_seconds", "90th percentile")):
             value = timing[stat]
-            href = links.approvals(period, status__exact=key) if key != "all" else None
+            href = lk.approvals(status__exact=key) if key != "all" else None
             timing_rows.append(Bar(f"{label}, {name}", value or 0, href, text=duration(value),
                                    parts=(("rv-c0" if stat == "median_seconds" else "rv-c1", value or 0),)))
     overall = approvals["time_to_decision"]["all"]
@@ -92,7 +93,8 @@ def _approval_charts(figures: dict, period: Period) -> dict:
     return {"decision": decision, "timing": timing}
 
 
-def _trace_charts(figures: dict, events) -> dict:
+def _trace_charts(figures: dict, lk: Links) -> dict:
+    events = lk.events
     refused = figures["refused_actions"]
     refused_rows = [Bar(f"{r['tool']} ({r['code']})", r["count"], events("tool_refused", tool=r["tool"], code=r["code"]),
                         note=f"in {r['runs']} run{'s' if r['runs'] != 1 else ''}") for r in refused["by_tool"]]
@@ -100,7 +102,7 @@ def _trace_charts(figures: dict, events) -> dict:
     fallback_rows = [Bar(f"{p['requested']} → {p['answered']}", p["calls"], events("model_call", profile=p["answered"]),
                          note=f"in {p['runs']} run{'s' if p['runs'] != 1 else ''}", parts=(("rv-warn", p["calls"]),))
                      for p in fallbacks["by_profile"]]
-    policy_rows = [Bar(p["policy"] or "(unnamed)", p["fired"], _policy_link(p, events),
+    policy_rows = [Bar(p["policy"] or "(unnamed)", p["fired"], _policy_link(p, lk),
                        note="(" + "; ".join(f"{effect} {n}" for effect, n in sorted(p["effects"].items())) + ")",
                        parts=(("rv-c2", p["fired"]),)) for p in figures["policies_fired"]]
     return {
@@ -116,25 +118,25 @@ def _trace_charts(figures: dict, events) -> dict:
     }
 
 
-def _policy_link(policy: dict, events) -> str | None:
+def _policy_link(policy: dict, lk: Links) -> str | None:
     """The trace's decisions of the policy, or, for a policy that only asked for approvals (or
     for someone who may not open the trace), the approval requests it raised."""
     decided = sum(n for effect, n in policy["effects"].items() if effect != "approval requested")
-    if decided and events.allowed:
-        return events("policy_decision", policy=policy["policy"])
+    if decided and lk.trace:
+        return lk.events("policy_decision", policy=policy["policy"])
     if policy["effects"].get("approval requested"):
-        return links.approvals(events.period, policy_name=policy["policy"])
+        return lk.approvals(policy_name=policy["policy"])
     return None
 
 
-def _token_charts(figures: dict, period: Period) -> dict:
+def _token_charts(figures: dict, lk: Links) -> dict:
     def rows(entries: list[dict], name: str, href) -> list[Bar]:
         return [Bar(e[name], e["total_tokens"], href(e[name]), note=f"({e['input_tokens']:,} in, {e['output_tokens']:,} out)",
                     parts=tuple((css, e[key]) for key, css, _ in TOKENS)) for e in entries]
 
     tokens = figures["tokens"]
-    by_agent = rows(tokens["by_agent"], "agent", lambda slug: links.runs(period, agent=slug))
-    by_role = rows(tokens["by_role"], "role", lambda role: links.role_runs(period, role))
+    by_agent = rows(tokens["by_agent"], "agent", lambda slug: lk.runs(agent=slug))
+    by_role = rows(tokens["by_role"], "role", lk.role_runs)
     return {
         "agent": charts.bars("Tokens by agent", f"Model tokens used by the runs of {len(by_agent)} agents "
                              "(input then output).", by_agent, unit="tokens"),
@@ -155,21 +157,20 @@ def dashboard_context(request) -> dict:
     except PeriodError as exc:
         error, period = f"{exc.field}: {exc.message} The last 14 days are shown instead.", default_period()
     figures = dashboard_figures(period)
-    events = links.EventLinks(user, period)
-    charts_ = {**_runs_charts(figures, period), **_approval_charts(figures, period),
-               **_trace_charts(figures, events), **_token_charts(figures, period)}
+    lk = Links(user, period)
+    charts_ = {**_runs_charts(figures, lk), **_approval_charts(figures, lk), **_trace_charts(figures, lk),
+               **_token_charts(figures, lk)}
     approvals = figures["approvals"]
     timing = approvals["time_to_decision"]
     return {
         "shown": True, "error": error, "period": period, "figures": figures, "charts": charts_,
-        "events_linked": events.allowed,
+        "events_linked": lk.trace, "lists_linked": lk.lists,
         "timing": [(key, timing[key], duration(timing[key]["median_seconds"]), duration(timing[key]["p90_seconds"]))
                    for key in ("all", "approved", "denied")],
-        "outcome_rows": [(OUTCOME_TEXT.get(o, o), figures["runs"]["by_outcome"][o], links.runs(period, status=o))
+        "outcome_rows": [(OUTCOME_TEXT.get(o, o), figures["runs"]["by_outcome"][o], lk.runs(status=o))
                          for o in OUTCOMES],
-        "day_rows": [(d, links.runs_on(d["date"])) for d in figures["runs"]["by_day"]],
-        "links": {"runs": links.runs(period), "tainted": links.runs(period, tainted__exact="1"),
-                  "blocked": links.runs(period, status="blocked"), "approvals": links.approvals(period),
-                  "refused": events("tool_refused")},
+        "day_rows": [(d, lk.runs_on(d["date"])) for d in figures["runs"]["by_day"]],
+        "links": {"runs": lk.runs(), "tainted": lk.runs(tainted__exact="1"), "blocked": lk.runs(status="blocked"),
+                  "approvals": lk.approvals(), "refused": lk.events("tool_refused")},
         "api_url": f"/api/v1/dashboard/summary/?created_after={period.first}&created_before={period.end.date()}",
     }

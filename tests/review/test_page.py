@@ -99,3 +99,14 @@ def test_each_chart_links_to_the_list_that_holds_its_figure(operator, approver):
     assert refused and {superuser.get(h).context["cl"].result_count for h in refused} == {1}
     fired = {h for h in links if "kind__exact=policy_decision" in h and "data__policy=no-compensation-questions" in h}
     assert fired and {superuser.get(h).context["cl"].result_count for h in fired} == {1}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_governance_admin_outside_compliance_reads_the_figures_without_links_to_lists_that_hold_fewer(operator):
+    start(operator, "What is Dana Whitfield's salary?")
+    html = _index(factories.governance_admin()).content.decode()
+    assert "<strong>1</strong> blocked" in html  # every run counts in the figures
+    assert "/admin/runs/run/?" not in html and "/admin/runs/approvalrequest/?" not in html
+    assert "the charts do not link to them" in html
+    # Their run list holds only their own runs (runs.selectors): none of the one counted above.
+    assert factories.browser(factories.governance_admin()).get("/admin/runs/run/").context["cl"].result_count == 0
