@@ -24,6 +24,9 @@ GOVERNANCE_ADMIN_PERMISSIONS = [
     "governance.add_policy", "governance.change_policy", "governance.view_policy",
     "governance.add_toolgrant", "governance.delete_toolgrant", "governance.view_toolgrant",
     "agents.change_agent", "agents.view_agent", "skills.add_skill", "skills.change_skill", "skills.view_skill",
+    # Golden cases, and running them (evals.add_evalrun: who may run evals; compliance may by its role).
+    "evals.add_goldencase", "evals.change_goldencase", "evals.delete_goldencase", "evals.view_goldencase",
+    "evals.add_evalrun", "evals.view_evalrun", "evals.view_evalresult",
 ]
 # Policies about no particular tool or agent, which hold for every agent until a governance admin
 # edits or disables them. The demo adds its own (about its CRM tools) after these.

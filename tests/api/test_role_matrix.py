@@ -37,6 +37,7 @@ from rest_framework.test import APIClient
 from agents import services as agent_services
 from agents import sources
 from agents.models import Agent, AgentVersion, ModelProfile, ModelProfileHealth, Tool, ToolSource
+from evals.models import EvalRun, GoldenCase
 from governance import services as governance_services
 from governance.models import Policy, ToolGrant
 from governance.tokens import token_issue
@@ -130,6 +131,15 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     ("GET", "docs/"):                               (401,  200,  200,  200,  200,  200),
     # --- the dashboard's figures (review/): compliance, governance admins and superusers
     ("GET", "dashboard/summary/"):                  (401,  403,  403,  200,  200,  403),
+    # --- evals (evals/): golden cases written by governance admins; governance admins and compliance read and run them
+    ("GET", "evals/cases/"):                        (401,  403,  403,  200,  200,  403),
+    ("POST", "evals/cases/"):                       (401,  403,  403,  403,  201,  403),
+    ("GET", "evals/cases/{case_id}/"):              (401,  403,  403,  200,  200,  403),
+    ("PATCH", "evals/cases/{case_id}/"):            (401,  403,  403,  403,  200,  403),
+    ("DELETE", "evals/cases/{case_id}/"):           (401,  403,  403,  403,  204,  403),
+    ("GET", "evals/runs/"):                         (401,  403,  403,  200,  200,  403),
+    ("POST", "evals/runs/"):                        (401,  403,  403,  201,  201,  403),  # runs in isolation: no run, no side effect
+    ("GET", "evals/runs/{run_id}/"):                (401,  403,  403,  200,  200,  403),
 }
 
 # Cells whose expected status above is the CORRECT one but the code answers otherwise today:
@@ -151,6 +161,7 @@ TARGETS = {
     "tool-sources": {"name": "tool_source_name"},
     "skills": {"name": "skill_name"},
     "tokens": {"public_id": "operator_token_id"},
+    "evals": {"case_id": "golden_case_id", "run_id": "eval_run_id"},
 }
 TARGET_OVERRIDES = {
     # A finished run cannot be cancelled (409): cancel the parked one, still in flight.
@@ -198,6 +209,10 @@ BODIES = {
     ("PATCH", "tool-sources/{name}/"): {"timeout_seconds": 7},
     ("POST", "tool-sources/{name}/sync/"): {},
     ("POST", "tokens/"): {"name": "matrix"},
+    ("POST", "evals/cases/"): {"agent": "crm-assistant", "name": "matrix-case", "input": "List all accounts.",
+                               "roles": ["operators"], "expected_status": "succeeded"},
+    ("PATCH", "evals/cases/{case_id}/"): {"description": "changed by the matrix"},
+    ("POST", "evals/runs/"): {"agent": "crm-assistant"},
 }
 
 # Error codes of our one error body, by status.
@@ -281,6 +296,15 @@ class World:
         return agent_services.agent_create(values={"slug": "matrix-draft", "name": "Matrix draft",
                                                    "instructions": "Answer.", "model_profile": "scripted"})
 
+    @cached_property
+    def golden_case(self) -> GoldenCase:
+        return GoldenCase.objects.create(agent=Agent.objects.get(slug="crm-assistant"), name="matrix-golden",
+                                         input="List all accounts.", roles=["operators"], expected_status="succeeded")
+
+    @cached_property
+    def eval_run(self) -> EvalRun:
+        return EvalRun.objects.create(threshold=1.0)
+
     # What the route parameters name.
     finished_run_id = property(lambda self: self.finished_run.id)
     parked_run_id = property(lambda self: self.parked_run.id)
@@ -298,6 +322,8 @@ class World:
     tool_source_name = property(lambda self: self.tool_source.name)
     held_tool_name = property(lambda self: self.held_tool.name)
     operator_token_id = property(lambda self: self.operator_token.public_id)
+    golden_case_id = property(lambda self: self.golden_case.pk)
+    eval_run_id = property(lambda self: self.eval_run.pk)
 
     @cached_property
     def operator_token(self):
