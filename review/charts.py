@@ -112,6 +112,9 @@ def stacked_days(title: str, desc: str, days: list[str], series: list[Series], v
     bar_w = max(2.0, min(36.0, step_w * 0.7))
     head, _ = _open(title, desc, height, "rv-stacked", width)
     parts = [head, *_axes(top, left, bottom, plot_h, days, step_w, width)]
+    if not any(totals):
+        parts.append(f'<text class="rv-label rv-empty" x="{(width + left) / 2:.0f}" y="{bottom - plot_h / 2:.0f}" '
+                     f'text-anchor="middle">no {escape(unit)} in this period</text>')
     for index, day in enumerate(days):
         x, y = left + step_w * (index + 0.5) - bar_w / 2, float(bottom)
         for s in series:

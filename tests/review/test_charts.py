@@ -32,3 +32,8 @@ def test_a_day_chart_stacks_each_day_and_skips_empty_segments():
     assert "/list/?day=2026-11-01&amp;status=failed" in svg
     lines = lines_days("Risk", "d", days, series[:1], {"succeeded": [0, 2]}, href=lambda day, key: "/x/")
     assert lines.count("<circle") == 2 and lines.count('<a href="/x/"') == 1  # a zero is drawn, not linked
+
+
+def test_an_empty_period_says_so_rather_than_drawing_an_empty_frame():
+    svg = stacked_days("Runs", "none", ["2026-01-01"], [Series("succeeded", "succeeded", "rv-ok")], {"succeeded": [0]})
+    assert "no runs in this period" in svg and "<a " not in svg
