@@ -11,8 +11,9 @@ from agents.models import Agent
 from core.api_errors import Conflict
 from core.api_fields import StrictFieldsMixin
 from core.api_views import PaginatedList, errors
-from evals.models import GoldenCase
+from evals.models import GoldenCase, unknown_roles
 from evals.permissions import ReadEvalsWriteGovernanceAdmin
+from runs.start import MAX_INPUT_CHARS
 
 # The fields GoldenCase.clean checks together.
 CHECKED = ("expected_status", "awaiting_tool", "stop_reason", "error", "decision")
@@ -23,7 +24,10 @@ def _names(help_text: str) -> serializers.ListField:
 
 
 class CaseSerializer(StrictFieldsMixin, serializers.ModelSerializer):
-    agent = serializers.SlugRelatedField(slug_field="slug", queryset=Agent.objects.all())
+    agent = serializers.SlugRelatedField(slug_field="slug", queryset=Agent.objects.all(),
+                                         error_messages={"does_not_exist": "unknown agent {value}"})
+    input = serializers.CharField(max_length=MAX_INPUT_CHARS, trim_whitespace=False,
+                                  help_text="The request, as an operator would send it.")
     roles = serializers.ListField(child=serializers.CharField(max_length=150), allow_empty=True,
                                   help_text="The caller's roles: the case runs as a synthetic caller in exactly these.")
     tools_called = _names("Tools that must be called (and have run).")
@@ -40,6 +44,11 @@ class CaseSerializer(StrictFieldsMixin, serializers.ModelSerializer):
                   "output_excludes", "policies_fired", "enabled", "created_at", "updated_at"]
         read_only_fields = ["id", "created_at", "updated_at"]
         validators = []  # the (agent, name) constraint answers 409, below
+
+    def validate_roles(self, roles: list[str]) -> list[str]:
+        if unknown := unknown_roles(roles):
+            raise serializers.ValidationError(f"no role named {unknown[0]!r}")
+        return roles
 
     def validate(self, attrs):
         values = {f: getattr(self.instance, f) for f in CHECKED} if self.instance else {}

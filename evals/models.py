@@ -4,10 +4,12 @@ in isolation, with one result per case)."""
 import uuid
 
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import models
 
 from agents.models import Agent
+from runs.states import ErrorCode, StopReason
 
 
 class Expected(models.TextChoices):
@@ -32,6 +34,14 @@ def _names(value) -> None:
         raise ValidationError("a list of non-empty strings")
 
 
+def unknown_roles(roles) -> list[str]:
+    """The names in `roles` no role has (a typo would leave the case's caller granted nothing)."""
+    if not isinstance(roles, list):
+        return []
+    known = set(Group.objects.filter(name__in=roles).values_list("name", flat=True))
+    return [role for role in roles if role not in known]
+
+
 class GoldenCase(models.Model):
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="golden_cases")
     name = models.SlugField(max_length=80, help_text="Unique for its agent.")
@@ -43,8 +53,10 @@ class GoldenCase(models.Model):
     expected_status = models.CharField(max_length=20, choices=Expected.choices)
     awaiting_tool = models.CharField(max_length=128, blank=True,
                                      help_text="For awaiting_approval: the tool the run must park on.")
-    stop_reason = models.CharField(max_length=32, blank=True, help_text="For stopped: the stop reason.")
-    error = models.CharField(max_length=32, blank=True, help_text="For failed: the error code.")
+    stop_reason = models.CharField(max_length=32, blank=True, choices=[(r.value, r.value) for r in StopReason],
+                                   help_text="For stopped: the stop reason.")
+    error = models.CharField(max_length=32, blank=True, choices=[(c.value, c.value) for c in ErrorCode],
+                             help_text="For failed: the error code.")
     tools_called = models.JSONField(default=list, blank=True, validators=[_names],
                                     help_text="Tools that must be called (and have run).")
     tools_not_called = models.JSONField(default=list, blank=True, validators=[_names],
@@ -74,6 +86,8 @@ class GoldenCase(models.Model):
             problems["error"] = "only for expected status failed"
         if self.decision and self.expected_status == Expected.AWAITING_APPROVAL:
             problems["decision"] = "a case that decides cannot end parked"
+        if unknown := unknown_roles(self.roles):
+            problems["roles"] = f"no role named {unknown[0]!r}"
         if problems:
             raise ValidationError(problems)
 

@@ -100,6 +100,8 @@ def test_golden_cases_are_written_by_governance_admins_and_read_by_compliance(ad
     ({"expected_status": "parked"}, "expected_status"),
     ({"agent": "no-such-agent"}, "agent"),
     ({"roles": "operators"}, "roles"),
+    ({"roles": ["operators", "operator"]}, "roles"),  # no such role: a typo would leave the caller granted nothing
+    ({"expected_status": "stopped", "stop_reason": "ran_out"}, "stop_reason"),
     ({"verdict": "pass"}, "verdict"),
 ])
 def test_a_case_that_cannot_be_met_is_refused(admin, golden, change, field):
