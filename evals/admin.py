@@ -1,8 +1,12 @@
 """Golden cases are edited in the workbench; eval runs and their results are read there."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.urls import reverse
+from django.utils.html import format_html
 
 from evals.models import EvalResult, EvalRun, GoldenCase
+from evals.permissions import may_run_evals
+from evals.runner import run_evals
 
 
 @admin.register(GoldenCase)
@@ -16,6 +20,19 @@ class GoldenCaseAdmin(admin.ModelAdmin):
         ("What must happen", {"fields": ["expected_status", "awaiting_tool", "stop_reason", "error", "tools_called",
                                          "tools_not_called", "output_contains", "output_excludes", "policies_fired"]}),
     ]
+    actions = ["run_golden_sets"]
+
+    @admin.action(description="Run the golden set of the selected cases' agents")
+    def run_golden_sets(self, request, queryset):
+        if not may_run_evals(request.user):
+            self.message_user(request, "Only governance admins and compliance may run evals.", messages.ERROR)
+            return
+        for slug in sorted(set(queryset.values_list("agent__slug", flat=True))):
+            eval_run = run_evals(agent_slug=slug, threshold=1.0, user=request.user)
+            link = reverse("admin:evals_evalrun_change", args=[eval_run.pk])
+            self.message_user(request, format_html(
+                '{}: <a href="{}">{} of {} cases passed</a> ({}).', slug, link, eval_run.passed, eval_run.total,
+                eval_run.status), messages.SUCCESS if eval_run.status == EvalRun.Status.PASSED else messages.WARNING)
 
 
 class EvalResultInline(admin.TabularInline):

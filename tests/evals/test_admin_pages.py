@@ -25,3 +25,14 @@ def test_a_case_is_added_in_the_workbench_and_a_run_read_there(admin_client, dem
     assert page.status_code == 200 and b"delete-initech-parks" in page.content
     assert admin_client.get("/admin/evals/evalrun/add/").status_code == 403
     assert EvalRun.objects.count() == 1
+
+
+def test_the_workbench_runs_the_golden_set_of_the_selected_cases_agents(admin_client, demo):
+    golden_load()
+    case = GoldenCase.objects.get(name="salary-blocked")
+    response = admin_client.post("/admin/evals/goldencase/", {
+        "action": "run_golden_sets", "_selected_action": [case.pk]}, follow=True)
+    eval_run = EvalRun.objects.get()
+    assert (eval_run.agent.slug, eval_run.total, eval_run.status) == ("crm-assistant", 20, "passed")
+    assert f"/admin/evals/evalrun/{eval_run.pk}/change/".encode() in response.content
+    assert b"20 of 20 cases passed" in response.content
