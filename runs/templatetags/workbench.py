@@ -44,6 +44,8 @@ def workbench_nav(user):
                   ("Policy lab", reverse("admin:governance_policy_lab"), None),
                   ("Roles and grants", reverse("admin:governance_role_overview"), None),
                   ("Skills", reverse("admin:skills_skill_changelist"), None)]
+    if reads_everything(user) or is_governance_admin(user):  # the dashboard is their home (review/)
+        links.insert(0, ("Dashboard", reverse("admin:index"), None))
     return {"links": links}
 
 

@@ -279,7 +279,8 @@ def test_a_tampered_receipt_is_marked_broken_and_the_button_lists_every_failure(
     assert "Evidence BROKEN" in shown and f"chain: receipt #2 ({second.id})" in shown
 
 
-def test_the_receipt_list_checks_after_the_newest_signed_checkpoint_and_the_button_everything(operator):
+def test_the_receipt_list_checks_after_the_newest_signed_checkpoint_and_the_button_everything(operator, settings):
+    settings.WARRANT_WITNESS_INTERVAL_SECONDS = 0
     for _ in range(2):
         start(operator, "List all accounts.")  # each seal is witnessed: checkpoints at #1 and #2
     client = _browser("compliance")
