@@ -120,3 +120,12 @@ def test_any_profile_runs_the_cases(replay_agent):
     assert (eval_run.status, eval_run.profile) == ("passed", "replay")
     call = next(e for e in result_of(eval_run, "on-replay").trace if e["kind"] == "model_call")
     assert call["data"]["backend"] == "replay"
+
+
+def test_a_case_of_an_agent_without_a_published_version_fails_saying_so(demo):
+    factories.agent("never-published", publish=False)
+    case("draft-only", "List all accounts.", agent="never-published", expected_status="succeeded")
+    result = result_of(run_evals(agent_slug="never-published"), "draft-only")
+    assert (result.passed, result.status) == (False, "no_snapshot")
+    assert result.failures == [{"expectation": "status", "expected": "succeeded",
+                                "actual": "agent 'never-published' is unknown or has no published version"}]
