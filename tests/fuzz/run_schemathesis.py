@@ -170,6 +170,13 @@ checks.use_after_free.enabled = false
 # counted as "dropped". Any other message - a length, a range, a pattern, "Unknown field." - keeps
 # the failure: those are constraints the schema could state and does not.
 BUSINESS_RULES = {
+    # evals: a golden case's expectations must fit its expected status; its roles must exist; a profile must exist.
+    "awaiting_tool": r"^only for expected status awaiting_approval$",
+    "stop_reason": r"^only for expected status stopped$",
+    "error": r"^only for expected status failed$",
+    "decision": r"^a case that decides cannot end parked$",
+    "roles": r"^no role named ",
+    "profile": r"^unknown model profile ",
     # review.figures.period_from: a period of whole days, in order, at most 366 of them.
     "created_after": r"^(The period ends before it starts\.|A period is at most 366 days\.|The period runs off the calendar\.)$",
     "created_before": r"^(The period ends before it starts\.|A period is at most 366 days\.|The period runs off the calendar\.)$",
