@@ -54,14 +54,16 @@ def policy_specs(*, agent_slug: str | None = None) -> list[PolicySpec]:
 _granted_kept = governance_stamp.Kept(limit=1_000)
 
 
-def granted_tool_names(*, role_names: list[str]) -> set[str]:
+def granted_tool_names(*, role_names: list[str], stamp: str | None = None) -> set[str]:
     """Enabled tools granted to any of `role_names`, as the database holds them now.
 
-    Asked before every tool batch, so the answer is kept while the governance stamp holds: grants,
+    Asked before every tool call, so the answer is kept while the governance stamp holds: grants,
     roles and tools are stamped tables, and any write to them (committed, or this transaction's
-    own) changes the stamp this reads first."""
+    own) changes the stamp this reads first. `stamp`: the stamp the caller read for this call
+    already (the dispatcher's live check of the same call can then use it too)."""
     granted = _granted_kept.get_or_load(tuple(sorted(role_names)), lambda: frozenset(
-        ToolGrant.objects.filter(role__name__in=role_names, tool__enabled=True).values_list("tool__name", flat=True)))
+        ToolGrant.objects.filter(role__name__in=role_names, tool__enabled=True).values_list("tool__name", flat=True)),
+        stamp=stamp)
     return set(granted)
 
 

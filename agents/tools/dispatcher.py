@@ -34,7 +34,9 @@ def _handler(path: str):
     return import_string(path)
 
 
-def dispatch(*, tool: dict, arguments: dict, ctx: ToolContext) -> dict:
+def dispatch(*, tool: dict, arguments: dict, ctx: ToolContext, stamp: str | None = None) -> dict:
+    """Run one call and answer its envelope. `stamp`: the governance stamp read for this call
+    already (by the gate's live grant check); by default it is read here."""
     name = tool["name"]
     try:
         validate_arguments(arguments, tool.get("input_schema") or {})
@@ -42,7 +44,7 @@ def dispatch(*, tool: dict, arguments: dict, ctx: ToolContext) -> dict:
         return error("invalid_arguments", exc.message, path=list(exc.absolute_path))
     except jsonschema.SchemaError as exc:
         return error("invalid_arguments", f"the tool's schema is broken: {exc.message}")
-    row = _live_row(name)
+    row = _live_row(name, stamp)
     refusal = _refusal(tool, row)
     if refusal is not None:
         return refusal
@@ -76,10 +78,11 @@ def dispatch(*, tool: dict, arguments: dict, ctx: ToolContext) -> dict:
 _rows_kept = governance_stamp.Kept(limit=2_000)
 
 
-def _live_row(name: str) -> Tool | None:
+def _live_row(name: str, stamp: str | None = None) -> Tool | None:
     """The tool's registry row (with its source) as the database holds it now: kept while the
     governance stamp holds, which every write to tools and tool sources changes."""
-    return _rows_kept.get_or_load(name, lambda: Tool.objects.select_related("tool_source").filter(name=name).first())
+    return _rows_kept.get_or_load(name, lambda: Tool.objects.select_related("tool_source").filter(name=name).first(),
+                                  stamp=stamp)
 
 
 def _refusal(tool: dict, row: Tool | None) -> dict | None:

@@ -1,0 +1,52 @@
+"""One tool call, one stamp read: the gate's live grant check reads the governance stamp, and the
+dispatcher's live row check of the same call may use that reading instead of its own. A change is
+still seen by the very next call, which reads the stamp again."""
+
+import pytest
+from django.contrib.auth.models import Group
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from agents import sources
+from agents.models import Tool
+from agents.tools.dispatcher import dispatch
+from agents.tools.envelopes import ToolContext
+from core import stamp
+from governance.selectors import granted_tool_names
+from governance.services import grant_create
+
+pytestmark = pytest.mark.django_db
+
+CTX = ToolContext(run_id="r-1", caller="operator")
+STAMP_READ = f"SELECT stamp FROM {stamp.STAMP_TABLE} WHERE id = 1"
+
+
+@pytest.fixture
+def add(demo) -> dict:
+    source = sources.tool_source_create(values={"name": "py", "kind": "python", "path": "tests.tools.pyfuncs"})
+    sources.tool_source_sync(source=source)
+    Tool.objects.filter(name="py__add").update(enabled=True)
+    grant_create(role=Group.objects.get(name="operators"), tool=Tool.objects.get(name="py__add"))
+    tool = Tool.objects.get(name="py__add")
+    spec = tool.spec() | {"handler": tool.handler, "timeout_seconds": tool.timeout_seconds}
+    assert "py__add" in granted_tool_names(role_names=["operators"])  # both answers kept from here on
+    assert dispatch(tool=spec, arguments={"a": 1}, ctx=CTX) == {"ok": True, "data": 3}
+    return spec
+
+
+def test_the_grant_check_and_the_dispatch_of_one_call_share_one_stamp_read(add):
+    with CaptureQueriesContext(connection) as queries:
+        read = stamp.current()
+        assert "py__add" in granted_tool_names(role_names=["operators"], stamp=read)
+        assert dispatch(tool=add, arguments={"a": 2}, ctx=CTX, stamp=read) == {"ok": True, "data": 4}
+    assert [q["sql"] for q in queries] == [STAMP_READ]
+
+
+def test_the_call_after_a_change_reads_the_stamp_again_and_sees_it(add):
+    read = stamp.current()
+    Tool.objects.filter(name="py__add").update(enabled=False)
+    # The next call reads the stamp the change moved on, and so reads the row again.
+    next_read = stamp.current()
+    assert next_read != read
+    assert "py__add" not in granted_tool_names(role_names=["operators"], stamp=next_read)
+    assert dispatch(tool=add, arguments={"a": 1}, ctx=CTX, stamp=next_read)["code"] == "tool_unavailable"
