@@ -174,7 +174,7 @@ def slow_service(demo):
 
     service = SlowService(SLOW_SERVICE_PORT).start()
     source = tool_source_create(values={"name": "slowsvc", "kind": "openapi", "document": DOCUMENT,
-                                        "base_url": service.url, "timeout_seconds": 300})
+                                        "base_url": service.url, "timeout_seconds": 600})
     tool_source_sync(source=source)
     operators = Group.objects.get(name="operators")
     tools = list(Tool.objects.filter(tool_source=source))
