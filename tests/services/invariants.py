@@ -46,7 +46,7 @@ class Report:
                        f"{row.get('duplicate_side_effects', 0):>6}  {row.get('receipt_errors', 0):>8}  {still}  "
                        f"{row.get('recovery_seconds', 0):>9.1f}")
         for row in self.rows:
-            extra = {k: v for k, v in row.items() if k in ("handed_back_seconds", "call_seconds")}
+            extra = {k: v for k, v in row.items() if k in ("handed_back_seconds", "call_seconds", "after_restart_seconds")}
             if extra:
                 out.append(f"  {row['scenario'][:60]}: {extra}")
         out.append(f"TOTAL {len(self.rows)} scenario runs, {totals['runs']} runs, {totals['lost']} lost, "

@@ -18,7 +18,7 @@ from tests.services.conftest import (
     REPORT, act, approve, check_invariants, slow, start_run, wait_event, wait_status,
 )
 from tests.services.processes import wait_for
-from tests.services.standstill import moved_after, now, owner_of
+from tests.services.standstill import longest_standstill, moved_after, now, owner_of
 
 BOUND = 120  # seconds a scenario may take to move again before it fails (the goal is 30)
 # How long the slow side effect takes to answer: three leases by default; TEST_SLOW_TOOL_SECONDS=300
@@ -248,3 +248,24 @@ def test_redis_flushed_with_runs_queued_and_running(cluster, fault_agent, scenar
     scenario["standstill_seconds"] = round(max(moved_after(run, flushed_at, kind="claimed", timeout=5)
                                                for run in queued), 1) if queued else 0.0
     check_invariants(scenario)
+
+
+def test_redis_killed_mid_step_and_restarted_empty(cluster, fault_agent, scenario):
+    """The broker dies under a running step and comes back empty 8 s later: the step goes on (its
+    lease is in the database), the re-enqueue at the end of the slice is lost, and the reconciler
+    sends the run again once the empty queue shows its message is gone."""
+    _two_workers_and_beat(cluster)
+    run = start_run({"turns": [[slow(3, f"k{t}")] for t in range(3)], "final": "broker back"})
+    wait_event(run, "claimed")
+    time.sleep(1)
+    cluster.redis.kill()
+    killed_at = now()
+    REPORT.fault(scenario)
+    time.sleep(8)
+    cluster.redis.start()
+    restarted_at = now()
+    wait_status(run, {"succeeded"}, timeout=BOUND)
+    scenario["standstill_seconds"] = round(longest_standstill([run], killed_at), 1)
+    scenario["after_restart_seconds"] = round(moved_after(run, restarted_at, timeout=5), 1)
+    check_invariants(scenario)
+    assert all(f"k{t}" in run.output for t in range(3))
