@@ -82,17 +82,25 @@ def governance_for(*, agent_slug: str, caller, stamp: str | None = None) -> tupl
     `stamp`: the governance stamp read when the run was asked for, if the caller read it already.
     """
     stamp = stamp or governance_stamp.current()
+    return governance_for_roles(agent_slug=agent_slug, username=caller.get_username(),
+                                roles=access_of(caller, stamp=stamp).roles, stamp=stamp)
+
+
+def governance_for_roles(*, agent_slug: str, username: str, roles, stamp: str | None = None,
+                         ) -> tuple[AgentGovernance | None, dict | None]:
+    """governance_for for a caller named `username` holding `roles` (an eval's synthetic caller has
+    no user row); kept under the same stamp."""
+    stamp = stamp or governance_stamp.current()
     part, shared = _kept.get(stamp, ("agent", agent_slug)), _kept.get(stamp, _SHARED)
     if part is None or shared is None:
         part, shared = part or _load_agent(agent_slug), shared or _load_shared()
         _kept.keep(stamp, {_SHARED: shared} | ({("agent", agent_slug): part} if part else {}))
-    roles = access_of(caller, stamp=stamp).roles
     if part is None or part.version is None:
         return part, None
     granted = set().union(*(shared.grants.get(role, ()) for role in roles))
     return part, {
         "agent": part.agent_spec,
-        "caller": {"username": caller.get_username(), "roles": list(roles)},
+        "caller": {"username": username, "roles": list(roles)},
         "tools": part.tools,
         "granted_tools": sorted(granted & set(part.tools)),
         "policies": part.policies,
