@@ -19,6 +19,7 @@ from django.db import DatabaseError, transaction
 from agents.model_calls import model_complete, profile_chain
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
+from core import stamp as governance_stamp
 from core import telemetry
 from governance import redaction
 from governance.selectors import granted_tool_names
@@ -37,19 +38,28 @@ def _deps(run: Run, worker: str) -> harness.Deps:
     snapshot = run.snapshot
     chain = profile_chain(snapshot["agent"]["model_profile"])
     caller = snapshot["caller"]["username"]
+    read = {}  # the governance stamp the gate's live grant check read for the call about to run
+
+    def granted_now() -> set[str]:
+        read["stamp"] = governance_stamp.current()
+        return granted_tool_names(role_names=snapshot["caller"]["roles"], stamp=read["stamp"])
 
     def execute(call: dict, *, side_effect: bool, approval_id: str | None) -> dict:
         tool = snapshot["tools"][call["name"]]
+        # runs.tool_batch asks the gate (and so granted_now) for this very call just before; pop():
+        # one reading never serves a second call, so a change is still seen by the very next call.
+        stamp = read.pop("stamp", None)
         with telemetry.tool_span(call, tool, side_effect=side_effect, approval_id=approval_id) as span:
             if side_effect:
                 return span.done(side_effect_execute(run_id=str(run.id), caller=caller, tool=tool, call=call,
                                                      approval_id=approval_id, worker=worker))
-            return span.done(dispatch(tool=tool, arguments=call["arguments"], ctx=ToolContext(str(run.id), caller)))
+            return span.done(dispatch(tool=tool, arguments=call["arguments"], ctx=ToolContext(str(run.id), caller),
+                                      stamp=stamp))
 
     return harness.Deps(
         complete=partial(model_complete, chain=chain),
         execute=execute,
-        granted_now=lambda: granted_tool_names(role_names=snapshot["caller"]["roles"]),
+        granted_now=granted_now,
         leaks=lambda arguments: redaction.leaks(arguments, secrets=redaction.env_secrets()),
     )
 
