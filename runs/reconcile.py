@@ -28,9 +28,9 @@ from runs.witness import witness_catch_up
 def run_reconcile(*, queued_grace_seconds: int | None = None) -> dict:
     """Expire overdue approval requests, and put lost work back on the queue.
 
-    A running run whose lease lapsed lost its worker, unless that worker is a process on this host
-    that still runs (the embedded worker, whose step may outlast its lease: a slow model, long
-    tools); a run queued for longer than the grace period may have lost its message (a broker
+    A running run whose lease lapsed lost its worker (a live one renews it: runs.lease), unless
+    that worker is a process on this host that still runs (the embedded worker, whose step run
+    inside a caller's transaction has no heartbeat); a run queued for longer than the grace period may have lost its message (a broker
     restart, a flush). Enqueueing either again is safe: the claim is compare-and-set, so a message
     for a run someone owns is a no-op.
     """
