@@ -15,14 +15,17 @@ TRIGGERS_MADE_BY: list[tuple[object, tuple[str, str]]] = [(stamp, ("governance",
 
 @checks.register(checks.Tags.compatibility)
 def lease_outlives_a_task(app_configs, **kwargs):
+    """A lease must survive a late heartbeat: the worker renews it every heartbeat while a step runs
+    (runs.lease), so how long a step takes no longer matters."""
     lease = settings.WARRANT["LEASE_SECONDS"]
-    limit = settings.CELERY_TASK_TIME_LIMIT
-    if settings.CELERY_TASK_ALWAYS_EAGER or lease > limit:
+    beat = settings.WARRANT.get("HEARTBEAT_SECONDS") or lease / 3
+    if settings.CELERY_TASK_ALWAYS_EAGER or lease >= 2 * beat:
         return []
     return [checks.Warning(
-        f"WARRANT_LEASE_SECONDS ({lease}) is not longer than the task time limit ({limit} s)",
-        hint="A step still running when its lease ends can be claimed by a second worker; the loser's work is "
-             "discarded and counts as a failed delivery. Make the lease longer than the hard time limit.",
+        f"WARRANT_LEASE_SECONDS ({lease}) is less than two heartbeats (WARRANT_HEARTBEAT_SECONDS, {beat})",
+        hint="A worker renews its run's lease every heartbeat while a step runs (runs.lease); a lease shorter "
+             "than two of them lapses at the first late renewal, and another worker takes over a live run (its "
+             "work is discarded and counts as a failed delivery). Keep the lease at three heartbeats or more.",
         id="governance.W001",
     )]
 

@@ -27,6 +27,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from agents.models import Tool
+from agents.tools.allowed import python_path_allowed
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext, error
 from runs.lease import lease_seconds
@@ -126,13 +127,15 @@ def _write(effect: SideEffect, **fields) -> None:
 def resend_safe(tool_name: str) -> bool:
     """Whether the tool can be told to act at most once: sending it the same key again cannot
     repeat the effect. What the approver's card and docs/tool-sources.md say, per tool."""
-    row = Tool.objects.filter(name=tool_name).values("source", "handler", "binding").first()
+    row = Tool.objects.filter(name=tool_name).values("source", "handler", "binding", "tool_source_id").first()
     if row is None:
         return False
     if row["source"] == Tool.Source.OPENAPI:
         binding = row["binding"] or {}
         return bool(binding.get("idempotency_key")) or str(binding.get("method", "")).upper() in IDEMPOTENT_METHODS
     if row["source"] == Tool.Source.PYTHON and row["handler"]:
+        if row["tool_source_id"] is not None and not python_path_allowed(row["handler"]):
+            return False  # importing runs the module's code: only what the dispatcher itself would import
         try:
             return bool(getattr(import_string(row["handler"]), "honours_idempotency_key", False))
         except ImportError:

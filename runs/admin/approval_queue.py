@@ -16,6 +16,7 @@ from runs import provenance, selectors
 from runs.admin.base import WorkbenchAdmin, time_left
 from runs.approvals import approval_decide, check_approval_decide
 from runs.models import ApprovalRequest, Run
+from runs.outbox import delivery_note
 from runs.templatetags.workbench import STATUS_TEXT, status_label
 
 
@@ -67,6 +68,10 @@ class ApprovalRequestAdmin(WorkbenchAdmin):
                 "tainted": bool(run.state.get("tainted")) or run.tainted,
                 "taint_reasons": run.state.get("taint_reasons", []) or [r for r in run.taint_reason.splitlines() if r],
                 "provenance": provenance.of_approval(approval),
+                # What happens to this call if a worker dies during it (runs.outbox): sent again under its
+                # key, or never sent again and the run ends "unknown outcome".
+                "delivery": delivery_note(approval.tool)
+                if run.snapshot.get("tools", {}).get(approval.tool, {}).get("side_effect") else "",
             })
         recent = (ApprovalRequest.objects.filter(decided_by=request.user).select_related("run", "approver_role")
                   .order_by("-decided_at")[:10])
