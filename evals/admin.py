@@ -4,6 +4,7 @@ from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils.html import format_html
 
+from core.admin import ReadOnlyAdmin
 from evals.models import EvalResult, EvalRun, GoldenCase
 from evals.permissions import may_run_evals
 from evals.runner import run_evals
@@ -47,25 +48,14 @@ class EvalResultInline(admin.TabularInline):
         return False
 
 
-class ReadOnly(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
 @admin.register(EvalRun)
-class EvalRunAdmin(ReadOnly):
+class EvalRunAdmin(ReadOnlyAdmin):
     list_display = ["id", "agent", "status", "passed", "total", "pass_rate", "threshold", "started_by", "created_at"]
     list_filter = ["status", "agent"]
     inlines = [EvalResultInline]
 
 
 @admin.register(EvalResult)
-class EvalResultAdmin(ReadOnly):
+class EvalResultAdmin(ReadOnlyAdmin):
     list_display = ["case_name", "agent_slug", "passed", "status", "eval_run"]
     list_filter = ["passed", "agent_slug"]

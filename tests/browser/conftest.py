@@ -9,16 +9,13 @@ used. Screenshots of every page land in var/screenshots/ (not committed).
 import os
 import socket
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.browser.servers import wait_until_healthy
+from tests.browser.servers import ROOT, manage, runserver
 
-ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("WARRANT_CHROMIUM", "/usr/bin/chromium")
 def _free_port() -> int:
     with socket.socket() as probe:
@@ -42,22 +39,15 @@ def _env(data_dir: Path) -> dict:
     return env
 
 
-def _manage(env: dict, *args: str) -> str:
-    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
     """Base URL of a live Warrant with the demo loaded, and an API token per demo user."""
     data_dir = tmp_path_factory.mktemp("warrant-browser")
     env = _env(data_dir)
-    _manage(env, "migrate", "--noinput")
+    manage(env, "migrate", "--noinput")
     # One interpreter for the demo, a secops member who may also start runs (the
     # separation-of-duties case) and an API token per user: each manage.py start costs seconds.
-    out = _manage(env, "shell", "-c", (
+    out = manage(env, "shell", "-c", (
         "from django.contrib.auth import get_user_model; from django.contrib.auth.models import Group; "
         "from governance.tokens import token_issue; from runs.demo import demo_load; demo_load(); "
         f"u = get_user_model().objects.create_user('dual', password='{PASSWORD}', is_staff=True); "
@@ -66,20 +56,8 @@ def server(tmp_path_factory):
         "for n in ['operator', 'approver', 'compliance', 'dual']))"))
     line = next(line for line in out.splitlines() if line.startswith("TOKENS "))
     tokens = dict(pair.split("=") for pair in line.split()[1:])
-    log = open(data_dir / "server.log", "w")
-    process = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{PORT}", "--noreload"],
-                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{PORT}"
-    try:
-        wait_until_healthy(process, base, data_dir / "server.log")
+    with runserver(env, PORT, data_dir / "server.log") as base:
         yield {"url": base, "tokens": tokens, "log": data_dir / "server.log"}
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
 
 
 @pytest.fixture(scope="session")

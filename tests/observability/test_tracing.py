@@ -11,16 +11,13 @@ Celery instrumented, and the worker's JSON log lines naming the run and its trac
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
 from core.telemetry import run_trace_ids
-from tests.browser.servers import wait_until_healthy
+from tests.browser.servers import ROOT, manage, runserver
 from tests.observability.otlp import serve
 from tests.services.processes import CeleryProcess, RedisServer
 
@@ -28,18 +25,10 @@ pytestmark = pytest.mark.slow
 if not shutil.which("redis-server"):
     pytest.skip("redis-server is not installed (apt-get install redis-server)", allow_module_level=True)
 
-ROOT = Path(__file__).resolve().parents[2]
 # observe's loopback ports (7160-7169) and Redis port (6461).
 RECEIVER_PORT, SERVER_PORT, REDIS_PORT = 7161, 7162, 6461
 PASSWORD = "warrant-demo"
 INTERNAL, SERVER, CLIENT, PRODUCER, CONSUMER = 1, 2, 3, 4, 5  # OTLP span kinds
-
-
-def _manage(env: dict, *args: str) -> str:
-    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +42,8 @@ def traced(tmp_path_factory):
     env.update(DJANGO_DEBUG="1", WARRANT_DATA_DIR=str(data_dir), DEMO_PASSWORD=PASSWORD, WARRANT_TEST_FAST_HASHER="1",
                PYTHONUNBUFFERED="1", WARRANT_LOG_FORMAT="json", CELERY_BROKER_URL=redis_server.url,
                PYTHONPATH=str(ROOT))
-    _manage(env, "migrate", "--noinput")
-    out = _manage(env, "shell", "-c", (
+    manage(env, "migrate", "--noinput")
+    out = manage(env, "shell", "-c", (
         "from django.contrib.auth import get_user_model; from governance.tokens import token_issue; "
         "from runs.demo import demo_load; demo_load(); "
         "print('TOKENS', *(n + '=' + token_issue(user=get_user_model().objects.get(username=n), via='command', "
@@ -68,21 +57,9 @@ def traced(tmp_path_factory):
                             "--without-gossip", "--without-mingle", "--without-heartbeat"],
                            env, data_dir / "worker.log").start()
     log_path = data_dir / "server.log"
-    log = open(log_path, "w")
-    process = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{SERVER_PORT}", "--noreload"],
-                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{SERVER_PORT}"
-    try:
+    with runserver(env, SERVER_PORT, log_path) as base:
         worker.wait_ready()
-        wait_until_healthy(process, base, log_path)
         yield {"url": base, "tokens": tokens, "receiver": receiver, "log": log_path, "worker_log": worker.log}
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
         worker.stop()
         redis_server.kill()
         receiver_server.shutdown()
