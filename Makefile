@@ -109,7 +109,7 @@ test-live: install-test bench-install
 	[ $$b -eq 0 ] && [ $$s -eq 0 ] && [ $$f -eq 0 ] && [ $$p -eq 0 ]
 
 test-services: install-test
-	DATABASE_URL=$(PG_URL) CELERY_BROKER_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 $(PY) -m pytest tests/services
+	DATABASE_URL=$(PG_URL) CELERY_BROKER_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 $(PY) -m pytest tests/services -n 2 --dist worksteal
 
 # Warrant as the README's "Production" section deploys it: tests/prod/smoke.py runs that section's
 # commands as written (DEBUG off, a generated secret key) against its own database PROD_SMOKE_DB on

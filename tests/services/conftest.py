@@ -2,13 +2,22 @@
 
 Run by `make test` with DATABASE_URL pointing at PostgreSQL and CELERY_BROKER_URL at the
 suite's own Redis port (see the Makefile). Every scenario ends with check_invariants().
+
+Under pytest-xdist (`make test-services` runs two processes) each xdist worker gwN has a suite of
+its own: its Redis server on the broker URL's port + N (the test process and the Celery processes
+it starts both use it), its slow service on TEST_SLOW_SERVICE_PORT + N, its log dir, and its test
+database (pytest-django names it test_<name>_gwN; the Cluster passes that name on). The figures
+each worker records reach the controller, which prints them (pytest_testnodedown).
 """
 
+import contextlib
+import io
 import itertools
 import json
 import os
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 import pytest
@@ -45,7 +54,13 @@ DEFAULTS = {
 # A model that takes its time (tests.services.faults.ThinkingBackend), beside the suite's own.
 MODEL_BACKENDS = ",".join(filter(None, [os.environ.get("WARRANT_MODEL_BACKENDS", ""),
                                         "thinking=tests.services.faults.ThinkingBackend"]))
-SLOW_SERVICE_PORT = int(os.environ.get("TEST_SLOW_SERVICE_PORT", "7130"))  # this suite's loopback range: 7130-7139
+# The pytest-xdist worker this process is ("gw1"), or "" outside xdist; its number offsets the
+# suite's ports, so the defaults hold when the suite runs in one process (and for gw0).
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+XDIST_OFFSET = int(XDIST_WORKER[2:]) if XDIST_WORKER.startswith("gw") else 0
+# this suite's loopback range: 7130-7139
+SLOW_SERVICE_PORT = int(os.environ.get("TEST_SLOW_SERVICE_PORT", "7130")) + XDIST_OFFSET
+PRINTED: list[str] = []  # what scenarios printed with capsys.disabled() in an xdist worker
 
 
 def pytest_configure(config):
@@ -53,11 +68,27 @@ def pytest_configure(config):
         raise pytest.UsageError("tests/services needs DATABASE_URL=postgres://… (make test sets it)")
     if settings.CELERY_TASK_ALWAYS_EAGER:
         raise pytest.UsageError("tests/services needs CELERY_BROKER_URL=redis://… (make test sets it)")
+    if XDIST_OFFSET:
+        _move_broker(XDIST_OFFSET)
+
+
+def _move_broker(offset: int) -> None:
+    """This worker's broker: the configured Redis port + offset, for the runs the test process
+    starts (settings and the Celery app, before anything connected) and, through the environment
+    and the Cluster, for the processes it starts."""
+    from warrant.celery import app
+
+    parts = urlsplit(settings.CELERY_BROKER_URL)
+    url = parts._replace(netloc=f"{parts.hostname}:{parts.port + offset}").geturl()
+    settings.CELERY_BROKER_URL = os.environ["CELERY_BROKER_URL"] = url
+    app.conf.broker_url = url
 
 
 @pytest.fixture(scope="session")
 def logdir(tmp_path_factory) -> Path:
-    path = Path(os.environ.get("WARRANT_SERVICES_LOGDIR") or tmp_path_factory.mktemp("services-logs"))
+    configured = os.environ.get("WARRANT_SERVICES_LOGDIR")
+    # tmp_path_factory is per xdist worker already; a configured dir gets a subdirectory per worker.
+    path = Path(configured) / XDIST_WORKER if configured else tmp_path_factory.mktemp("services-logs")
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -229,10 +260,49 @@ def slow(seconds: float, text: str = "") -> dict:
 
 
 def pytest_terminal_summary(terminalreporter):
-    if REPORT.rows:
+    if REPORT.rows or PRINTED:
         terminalreporter.write_sep("=", "durability figures")
-        for line in REPORT.lines():
+        for line in PRINTED:
             terminalreporter.write_line(line)
+        for line in REPORT.lines() if REPORT.rows else []:
+            terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session):
+    # In a pytest-xdist worker: hand the figures to the controller, which prints them.
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["durability_rows"] = json.loads(json.dumps(REPORT.rows, default=str))
+        session.config.workeroutput["durability_printed"] = list(PRINTED)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    output = getattr(node, "workeroutput", {})
+    REPORT.rows.extend(output.get("durability_rows", []))
+    PRINTED.extend(output.get("durability_printed", []))
+
+
+class _RelayedCapsys:
+    """capsys in an xdist worker, whose stdout xdist drops: what a scenario prints with
+    capsys.disabled() (its figures) is kept for the controller's summary instead."""
+
+    def __init__(self, capsys):
+        self._capsys = capsys
+
+    def __getattr__(self, name):
+        return getattr(self._capsys, name)
+
+    @contextlib.contextmanager
+    def disabled(self):
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            yield
+        PRINTED.extend(line for line in buffer.getvalue().splitlines() if line.strip())
+
+
+@pytest.fixture
+def capsys(capsys):
+    return _RelayedCapsys(capsys) if XDIST_WORKER else capsys
 
 
 @pytest.fixture
