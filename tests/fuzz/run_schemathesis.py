@@ -197,7 +197,11 @@ BUSINESS_RULES = {
     # only where core/egress.py lets them go. Rules of the deployment, not of the schema.
     "api_key_env": r"^[A-Z_][A-Z0-9_]* is not among the variables this deployment lets ",
     "env_passthrough": r"^[A-Z_][A-Z0-9_]* is not among the variables this deployment lets ",
-    "base_url": r"^This deployment does not let (model profiles|tool sources) reach it: ",
+    "base_url": r"^(This deployment does not let (model profiles|tool sources) reach it: |The \w+ backend needs the "
+                r"server's base URL)",
+    # agents.profile_options: what one backend takes, and what a profile's extra_body may not set or hold.
+    "temperature": r"^The anthropic backend takes 0 to ",
+    "extra_body": r"^(Is \d+ bytes as JSON|Has \d+ keys|May not set |May not hold a secret|Nests deeper than )",
     "output_schema": r"^Not a valid JSON Schema: ",
     # SKILL.md is a document with its own grammar (skills/parser.py); a skill keeps its name.
     "source": r"^(SKILL\.md |front matter|the SKILL\.md names )",
