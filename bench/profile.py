@@ -71,18 +71,9 @@ def main() -> int:
 
 def _statements(once) -> str:
     """One run's statements, counted as bench.s_embedded counts them, and by their first word."""
-    from django.db import connection
+    from bench.s_embedded import _counted, warrant_statements
 
-    from bench.s_embedded import _counted
-
-    seen = []
-
-    def spy(execute, sql, params, many, context):
-        seen.append(sql)
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(spy):
-        once()
+    seen = warrant_statements(once)
     counts = _counted(seen)
     kinds = Counter(sql.lstrip().split(None, 1)[0].upper() for sql in seen)
     return (f"{counts['statements_per_run']} statements, {counts['transactions_per_run']} transactions a run: "

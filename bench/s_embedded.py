@@ -107,7 +107,8 @@ def _counted(statements: list[str]) -> dict:
     return {"statements_per_run": work, "transactions_per_run": begins}
 
 
-def _warrant_sql(once) -> dict:
+def warrant_statements(once) -> list[str]:
+    """The SQL of every statement Django sends while `once()` runs."""
     from django.db import connection
 
     seen = []
@@ -118,7 +119,11 @@ def _warrant_sql(once) -> dict:
 
     with connection.execute_wrapper(spy):
         once()
-    return _counted(seen)
+    return seen
+
+
+def _warrant_sql(once) -> dict:
+    return _counted(warrant_statements(once))
 
 
 def _sqlite_sql(conn, once) -> dict:

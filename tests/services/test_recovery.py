@@ -142,20 +142,27 @@ def test_a_slow_tool_call_keeps_its_run_and_runs_once_across_a_worker_restart(cl
     scenario["call_seconds"] = slow_service.hold
 
 
-def test_the_worker_dies_after_the_call_and_before_the_record_keyed(cluster, slow_service, scenario):
-    """The outbox race on a service that honours Idempotency-Key: the call reached it, the worker
-    died before recording the answer; the next worker sends it again under the same key, and the
-    service acts once."""
+def _die_between_call_and_record(cluster, slow_service, scenario, tool: str, text: str, *, ends: set[str]):
+    """An approved call reaches the slow service, whose answer is held; the worker running it is
+    killed before it records the answer; then the service answers. The run, once it has ended in `ends`."""
     workers = _two_workers_and_beat(cluster)
     slow_service.gate.clear()
-    run = start_run({"turns": [[act("keyed", "once")]], "final": "keyed"}, agent="acts")
+    run = start_run({"turns": [[act(tool, text)]], "final": tool}, agent="acts")
     wait_status(run, {"awaiting_approval"})
     approve(run)
     wait_for(slow_service.arrived.is_set, timeout=30, what="the call to reach the service")
     _kill_holder_and_measure(cluster, workers, run, scenario)
     slow_service.gate.set()
-    wait_status(run, {"succeeded"}, timeout=60)
+    wait_status(run, ends, timeout=60)
     check_invariants(scenario, external_duplicates=slow_service.duplicates())
+    return run
+
+
+def test_the_worker_dies_after_the_call_and_before_the_record_keyed(cluster, slow_service, scenario):
+    """The outbox race on a service that honours Idempotency-Key: the call reached it, the worker
+    died before recording the answer; the next worker sends it again under the same key, and the
+    service acts once."""
+    run = _die_between_call_and_record(cluster, slow_service, scenario, "keyed", "once", ends={"succeeded"})
     effect = SideEffect.objects.get(run=run)
     assert (effect.status, effect.attempts) == ("done", 2)
     assert [r["key"] for r in slow_service.requests] == [effect.idempotency_key] * 2
@@ -165,16 +172,7 @@ def test_the_worker_dies_after_the_call_and_before_the_record_keyed(cluster, slo
 def test_the_worker_dies_after_the_call_and_before_the_record_plain(cluster, slow_service, scenario):
     """The same race on a POST that cannot be told "at most once": it is not sent again; the run
     fails with the outcome unknown, recorded in its trace, for a person to check."""
-    workers = _two_workers_and_beat(cluster)
-    slow_service.gate.clear()
-    run = start_run({"turns": [[act("plain", "maybe")]], "final": "plain"}, agent="acts")
-    wait_status(run, {"awaiting_approval"})
-    approve(run)
-    wait_for(slow_service.arrived.is_set, timeout=30, what="the call to reach the service")
-    _kill_holder_and_measure(cluster, workers, run, scenario)
-    slow_service.gate.set()
-    wait_status(run, {"failed"}, timeout=60)
-    check_invariants(scenario, external_duplicates=slow_service.duplicates())
+    run = _die_between_call_and_record(cluster, slow_service, scenario, "plain", "maybe", ends={"failed"})
     assert run.error == "internal" and run.error_message.startswith("unknown_outcome")
     effect = SideEffect.objects.get(run=run)
     assert (effect.status, effect.attempts) == ("unknown", 1)
