@@ -260,6 +260,11 @@ class Agent(models.Model):
     max_tool_calls = models.PositiveIntegerField(default=20)
     max_tokens = models.PositiveIntegerField(default=50_000)
     deadline_seconds = models.PositiveIntegerField(default=600)
+    tool_caps = models.JSONField(
+        default=dict, blank=True, help_text='Calls allowed per run for a tool, e.g. {"send_email": 1}.')
+    budget_role = models.ForeignKey(
+        "auth.Group", null=True, blank=True, on_delete=models.PROTECT, related_name="budget_agents",
+        help_text="Who may extend a run's budget when it runs out. Empty = no extensions: the run stops.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -58,6 +58,13 @@ class Policy(models.Model):
     response = models.TextField(blank=True, help_text="What an intent guard answers instead of the agent.")
     approver_role = models.ForeignKey(Group, null=True, blank=True, on_delete=models.PROTECT, related_name="approval_policies")
     approval_ttl_seconds = models.PositiveIntegerField(null=True, blank=True, help_text="Empty = the default TTL.")
+    quorum = models.PositiveSmallIntegerField(
+        default=1, help_text="Tool approval: distinct approvers of the role needed; one denial denies.")
+    escalate_to_role = models.ForeignKey(
+        Group, null=True, blank=True, on_delete=models.PROTECT, related_name="escalation_policies",
+        help_text="Tool approval: the role a request moves to when it is not decided in time.")
+    escalate_after_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Tool approval: how long the first role has before the request escalates.")
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -1,7 +1,7 @@
 """The database itself refuses to change or remove evidence rows, on SQLite as on PostgreSQL.
 
 PostgreSQL's triggers refuse UPDATE, DELETE and TRUNCATE; SQLite has no TRUNCATE, and its
-triggers refuse UPDATE and DELETE. Migrations runs 0002 and 0009 created them. A later
+triggers refuse UPDATE and DELETE. Migrations runs 0002, 0009 and 0012 created them. A later
 migration that makes SQLite rebuild one of these tables drops its triggers, and must end with
 `migrations.RunPython(append_only.create_triggers, migrations.RunPython.noop)` (see
 core.triggers; tests/test_triggers.py fails for one that does not). Someone with the database
@@ -11,7 +11,7 @@ for.
 
 from core.triggers import Trigger, TriggerSet
 
-TABLES = ("runs_receipt", "runs_runevent", "runs_receiptcheckpoint")
+TABLES = ("runs_receipt", "runs_runevent", "runs_receiptcheckpoint", "runs_approvaldecision")
 _OPERATIONS = ("UPDATE", "DELETE")
 _FUNCTION = "warrant_refuse_change"
 _PG_FUNCTION = f"""
@@ -56,14 +56,17 @@ def drop_triggers(apps, schema_editor) -> None:
     TRIGGERS.drop(schema_editor.connection)
 
 
-def sqlite_create(cursor) -> None:
-    for statement in TRIGGERS.create_statements("sqlite"):
-        cursor.execute(statement)
+def sqlite_create(cursor, tables: tuple[str, ...] = TABLES) -> None:
+    """`tables`: a migration names the tables that exist at its point in history."""
+    for trigger in TRIGGERS.sqlite:
+        if trigger.table in tables:
+            cursor.execute(trigger.create)
 
 
-def sqlite_drop(cursor) -> None:
-    for statement in TRIGGERS.drop_statements("sqlite"):
-        cursor.execute(statement)
+def sqlite_drop(cursor, tables: tuple[str, ...] = TABLES) -> None:
+    for trigger in TRIGGERS.sqlite:
+        if trigger.table in tables:
+            cursor.execute(f"DROP TRIGGER IF EXISTS {trigger.name}")
 
 
 def missing(connection) -> list[str]:

@@ -24,6 +24,10 @@ class Run(models.Model):
     stop_reason = models.CharField(max_length=24, blank=True, choices=[(s.value, s.value) for s in StopReason])
     error = models.CharField(max_length=24, blank=True, choices=[(e.value, e.value) for e in ErrorCode])
     error_message = models.TextField(blank=True)
+    # What the run was refused (denials, expiries, calls refused at call time, budget stops
+    # refused an extension): a run that did not do all it set out to do says so.
+    refused_count = models.PositiveSmallIntegerField(default=0)
+    refused_kinds = models.JSONField(default=list, blank=True, help_text="The kinds of refusals, sorted, each once.")
     tainted = models.BooleanField(default=False)
     taint_reason = models.TextField(blank=True)
     # The frozen governance of this run: what it was allowed to do, fixed at start.
@@ -54,6 +58,7 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["status", "lease_expires_at"]),
             models.Index(fields=["status", "status_changed_at"]),
+            models.Index(fields=["refused_count", "created_at"]),
         ]
 
     def __str__(self) -> str:
@@ -114,6 +119,10 @@ class RunEvent(AppendOnlyModel):
 
 
 class ApprovalRequest(models.Model):
+    """A question to people: may this call run (kind tool_call), or may this run have more
+    budget (kind budget). Decided by `quorum` distinct members of `approver_role`; one denial
+    denies. Escalation moves it to `escalate_to_role` at `escalate_at` (runs.approvals)."""
+
     class Status(models.TextChoices):
         PENDING = "pending"
         APPROVED = "approved"
@@ -121,8 +130,13 @@ class ApprovalRequest(models.Model):
         EXPIRED = "expired"
         CANCELLED = "cancelled"
 
+    class Kind(models.TextChoices):
+        TOOL_CALL = "tool_call"
+        BUDGET = "budget"
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approvals")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.TOOL_CALL)
     step = models.PositiveIntegerField()
     call_id = models.CharField(max_length=64)
     tool = models.CharField(max_length=64)
@@ -141,6 +155,14 @@ class ApprovalRequest(models.Model):
         max_length=64, blank=True,
         help_text="How the decider authenticated: 'session', or 'token:' and the token's public id.")
     reason = models.TextField(blank=True)
+    quorum = models.PositiveSmallIntegerField(default=1, help_text="Distinct approvals needed.")
+    approvals_count = models.PositiveSmallIntegerField(default=0, help_text="Approvals recorded so far.")
+    escalate_to_role = models.ForeignKey(Group, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    escalate_at = models.DateTimeField(null=True, blank=True, help_text="When it moves to escalate_to_role.")
+    escalated_at = models.DateTimeField(null=True, blank=True)
+    escalated_from_role = models.ForeignKey(Group, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    budget = models.JSONField(default=dict, blank=True, help_text="Kind budget: what was used and what is asked.")
+    reminded_at = models.DateTimeField(null=True, blank=True, help_text="When its approvers were told it will expire.")
     expires_at = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -149,10 +171,64 @@ class ApprovalRequest(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "call_id", "arguments_sha256"], name="approval_one_per_call_digest")
         ]
-        indexes = [models.Index(fields=["status", "expires_at"])]
+        indexes = [models.Index(fields=["status", "expires_at"]), models.Index(fields=["status", "escalate_at"])]
 
     def __str__(self) -> str:
-        return f"{self.tool} for run {self.run_id} ({self.status})"
+        return f"{self.tool or self.kind} for run {self.run_id} ({self.status})"
+
+
+class ApprovalDecision(AppendOnlyModel):
+    """One person's decision on a request: who, when, how they authenticated, and why."""
+
+    class Decision(models.TextChoices):
+        APPROVED = "approved"
+        DENIED = "denied"
+
+    approval = models.ForeignKey(ApprovalRequest, on_delete=models.PROTECT, related_name="decisions")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    username = models.CharField(max_length=150, help_text="As it was at the time.")
+    role = models.CharField(max_length=150, help_text="The role they decided as.")
+    decision = models.CharField(max_length=16, choices=Decision.choices)
+    reason = models.TextField(blank=True)
+    via = models.CharField(max_length=64, help_text="'session', or 'token:' and the token's public id.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["approval", "created_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["approval", "user"], name="approval_decision_one_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.username} {self.decision} {self.approval_id}"
+
+
+class StandingApproval(models.Model):
+    """An approver's standing yes: `tool`, with arguments matching `arguments` (per argument,
+    {"equals": value} or {"in": [values]}), runs without asking, for one agent or all, until it
+    expires or is revoked. Granted only within the granter's role's authority (runs.standing)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tool = models.CharField(max_length=64)
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                              help_text="Empty = every agent.")
+    arguments = models.JSONField(default=dict, help_text='Per argument: {"equals": v} or {"in": [v, ...]}.')
+    role = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="+", help_text="The authority it stands on.")
+    reason = models.TextField()
+    granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    granted_via = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    revoke_reason = models.TextField(blank=True)
+    uses = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["tool", "expires_at"])]
+
+    def __str__(self) -> str:
+        return f"standing approval of {self.tool} ({self.id})"
 
 
 class SideEffect(models.Model):

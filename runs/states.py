@@ -7,6 +7,7 @@ class RunStatus(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
     AWAITING_APPROVAL = "awaiting_approval"
+    AWAITING_BUDGET = "awaiting_budget"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     BLOCKED = "blocked"
@@ -34,8 +35,9 @@ TERMINAL = frozenset(
 
 ALLOWED = {
     RunStatus.QUEUED: {RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED},
-    RunStatus.RUNNING: {RunStatus.AWAITING_APPROVAL, RunStatus.QUEUED} | TERMINAL,
+    RunStatus.RUNNING: {RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_BUDGET, RunStatus.QUEUED} | TERMINAL,
     RunStatus.AWAITING_APPROVAL: {RunStatus.QUEUED, RunStatus.CANCELLED, RunStatus.FAILED},
+    RunStatus.AWAITING_BUDGET: {RunStatus.QUEUED, RunStatus.CANCELLED, RunStatus.FAILED},
 }
 
 

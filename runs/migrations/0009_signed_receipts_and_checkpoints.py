@@ -9,6 +9,9 @@ from django.db import migrations, models
 
 from runs import append_only
 
+# The append-only tables as they were at this migration (runs.append_only.TABLES grew later).
+TABLES = ("runs_receipt", "runs_runevent", "runs_receiptcheckpoint")
+
 
 def drop_unsigned_checkpoints(apps, schema_editor):
     apps.get_model("runs", "ReceiptCheckpoint").objects.all()._raw_delete(schema_editor.connection.alias)
@@ -18,7 +21,7 @@ def triggers(apps, schema_editor):
     connection = schema_editor.connection
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
-            append_only.sqlite_create(cursor)
+            append_only.sqlite_create(cursor, TABLES)
         elif connection.vendor == "postgresql":
             table = "runs_receiptcheckpoint"
             cursor.execute(f"CREATE TRIGGER {table}_no_update_delete BEFORE UPDATE OR DELETE ON {table} "
@@ -31,7 +34,7 @@ def drop_triggers(apps, schema_editor):
     connection = schema_editor.connection
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
-            append_only.sqlite_drop(cursor)
+            append_only.sqlite_drop(cursor, TABLES)
         elif connection.vendor == "postgresql":
             for suffix in ("no_update_delete", "no_truncate"):
                 cursor.execute(f"DROP TRIGGER IF EXISTS runs_receiptcheckpoint_{suffix} ON runs_receiptcheckpoint")

@@ -7,14 +7,14 @@ import os
 import stat
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.test import override_settings
 
 from runs import append_only, services, signing
-from runs.models import Receipt, ReceiptCheckpoint, Run, RunEvent
+from runs.models import ApprovalDecision, ApprovalRequest, Receipt, ReceiptCheckpoint, Run, RunEvent
 from runs.receipts import GENESIS
 from runs.verification import receipt_verify_chain, receipt_verify_since_checkpoint
 from runs.verification_receipt import receipt_verify
@@ -117,8 +117,13 @@ def test_the_orm_refuses_to_change_evidence(demo):
 @pytest.mark.parametrize("table", append_only.TABLES)
 @pytest.mark.parametrize("statement", ["UPDATE {table} SET id = id", "DELETE FROM {table}"])
 def test_the_database_refuses_raw_updates_and_deletes(demo, table, statement):
-    _finished_runs(1)
+    run = Run.objects.get(id=_finished_runs(1)[0].run_id)
     witness_publish(force=True)  # a checkpoint row to refuse changing
+    request = ApprovalRequest.objects.create(  # and a decision
+        run=run, step=1, call_id="call_1_1", tool="send_email", arguments={}, arguments_sha256="0" * 64,
+        approver_role=Group.objects.get(name="secops"), expires_at=run.created_at)
+    ApprovalDecision.objects.create(approval=request, user=User.objects.get(username="approver"),
+                                    username="approver", role="secops", decision="approved", via="session")
     with pytest.raises((IntegrityError, DatabaseError)), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(statement.format(table=table))
 
