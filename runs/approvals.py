@@ -13,6 +13,7 @@ from django.utils import timezone
 from core.access import access_of
 from core.api_errors import Conflict, DomainError, Forbidden, NotFound
 from governance.roles import account_set_up_by
+from runs import notify
 from runs.lifecycle import run_note, run_requeue
 from runs.models import ApprovalRequest, Run, RunEvent
 from runs.states import RunStatus
@@ -106,6 +107,7 @@ def _approval_close(run: Run, approval: ApprovalRequest, status: str, *, now, us
         run_requeue(run, decided=decided, deadline_at=(run.deadline_at + waited) if run.deadline_at else None)
     else:
         run_note(run, decided)
+    notify.approval_decided(approval)  # the caller is told, after commit
 
 
 def approval_expire_due() -> int:

@@ -28,7 +28,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.api_errors import Conflict
-from runs import harness
+from runs import harness, notify
 from runs.events import write_events
 from runs.models import ApprovalRequest, Run
 from runs.queue import enqueue
@@ -221,8 +221,11 @@ def _park(run: Run, park: harness.Park, role: Group, request: ApprovalRequest, *
         "reasons": park.reasons,
         # Where each argument came from, for the approver's card (runs.provenance).
         "provenance": park.provenance})
-    return _write(run, status=RunStatus.AWAITING_APPROVAL, expect=expect,
-                  fields=fields | {"lease_owner": "", "lease_expires_at": None}, events=[*events, asked])
+    parked = _write(run, status=RunStatus.AWAITING_APPROVAL, expect=expect,
+                    fields=fields | {"lease_owner": "", "lease_expires_at": None}, events=[*events, asked])
+    if parked:
+        notify.approval_raised(request)  # sent after commit: a park undone tells no one
+    return parked
 
 
 def approval_request_for(run: Run, park: harness.Park, role: Group) -> ApprovalRequest:

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from runs.approvals import approval_expire_due
 from runs.models import Run
+from runs.notify import remind_expiring
 from runs.queue import enqueue
 from runs.states import RunStatus
 from runs.witness import witness_catch_up
@@ -36,7 +37,8 @@ def run_reconcile(*, queued_grace_seconds: int | None = None) -> dict:
     """
     with _one_at_a_time() as ours:
         if not ours:
-            return {"skipped": True, "expired_approvals": 0, "lost_leases": 0, "stale_queued": 0, "witness": None}
+            return {"skipped": True, "expired_approvals": 0, "reminded_approvals": 0, "lost_leases": 0,
+                    "stale_queued": 0, "witness": None}
         return _reconcile(queued_grace_seconds)
 
 
@@ -45,6 +47,7 @@ def _reconcile(queued_grace_seconds: int | None) -> dict:
     if queued_grace_seconds is None:
         queued_grace_seconds = settings.WARRANT["QUEUED_GRACE_SECONDS"]
     expired = approval_expire_due()
+    reminded = remind_expiring(now)  # their approvers told once, before they expire
     lapsed = Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now).values_list("id", "lease_owner")
     lost = [run_id for run_id, owner in lapsed if not _runs_here(owner)]
     # A broker whose queue is empty holds no message for any queued run: one queued for more than
@@ -59,7 +62,8 @@ def _reconcile(queued_grace_seconds: int | None) -> dict:
         enqueue(run_id)
     # A witness sink that was down when runs sealed is brought up to the chain's head.
     caught_up = witness_catch_up()
-    return {"expired_approvals": expired, "lost_leases": len(lost), "stale_queued": len(stale), "witness": caught_up}
+    return {"expired_approvals": expired, "reminded_approvals": reminded, "lost_leases": len(lost),
+            "stale_queued": len(stale), "witness": caught_up}
 
 
 LOST_MESSAGE_SECONDS = 5

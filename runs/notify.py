@@ -1,0 +1,248 @@
+"""Telling people about approval requests: raised, escalated, about to expire, decided.
+
+Who is told: for a request that waits (raised, escalated, expiring), the active members of its
+approver role with an email address who may decide it now (runs.approvals.check_approval_decide:
+never the run's caller, nor anyone the caller set up, nor anyone who already decided); for a
+decision, the run's caller. An optional webhook gets the same facts (runs.notify_webhook).
+
+What they are told: the request's kind and tool, the agent, the run and request ids, the role,
+the deadline and a link to the workbench. Never the arguments: a message is read where the
+workbench's access rules do not reach (a forwarded mail, a chat channel fed by the webhook), so
+it carries only what says where to look, and the page it links to shows the rest to those who
+may see the request.
+
+When: after the transaction that raised, moved or closed the request commits
+(transaction.on_commit), so a rolled-back park tells no one; read again then, so a request decided
+in the meantime is not announced as waiting. Sending never raises into a run or a decision: a mail
+server or webhook that fails is logged and counted (FAILURES), and nothing is retried.
+
+Settings, from the environment (warrant/settings.py is at its size limit): WARRANT_PUBLIC_URL, the
+address people reach the workbench at (links need it absolute); WARRANT_NOTIFY_FROM, the sender
+(else Django's DEFAULT_FROM_EMAIL); WARRANT_NOTIFY_REMIND_SECONDS, the longest lead of a reminder
+(3600: the lead is 10% of the request's time to live, at most this); WARRANT_NOTIFY_MAIL_TIMEOUT.
+"""
+
+import logging
+import os
+from collections import Counter
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.mail import EmailMessage, get_connection
+from django.db import transaction
+from django.db.models.fields.json import KT
+from django.urls import reverse
+from django.utils import timezone
+
+from core.api_errors import DomainError
+from runs import notify_webhook
+from runs.models import ApprovalDecision, ApprovalRequest, Run
+
+logger = logging.getLogger(__name__)
+
+# Failures and sends in this process, by channel ("mail", "webhook") and event: what the logs say,
+# in numbers a test or a shell can read. Per process, like the logs they mirror.
+FAILURES: Counter = Counter()
+SENT: Counter = Counter()
+
+RAISED, ESCALATED, EXPIRING, DECIDED = "requested", "escalated", "expiring", "decided"
+REMIND_FRACTION = 0.1
+
+
+def public_url() -> str:
+    return os.environ.get("WARRANT_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+
+
+def _remind_cap_seconds() -> float:
+    return float(os.environ.get("WARRANT_NOTIFY_REMIND_SECONDS", "3600"))
+
+
+# --- the events: each one line at its call site, in the transaction that made the change ---------
+
+
+def approval_raised(approval: ApprovalRequest) -> None:
+    """A request was created (a parked call, or a budget extension): its approvers are told."""
+    _after_commit(RAISED, approval.pk)
+
+
+def approval_escalated(approval: ApprovalRequest) -> None:
+    """A request moved to its escalation role: that role's members are told."""
+    _after_commit(ESCALATED, approval.pk)
+
+
+def approval_decided(approval: ApprovalRequest) -> None:
+    """A request closed approved, denied or expired: the run's caller is told."""
+    if approval.status in (ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.DENIED,
+                           ApprovalRequest.Status.EXPIRED):
+        _after_commit(DECIDED, approval.pk)
+
+
+def remind_expiring(now=None) -> int:
+    """Remind the approvers of pending requests that expire within their lead time (10% of the
+    request's time to live, at most WARRANT_NOTIFY_REMIND_SECONDS); each request once. The
+    reconciler's work (runs.reconcile): `now` is its clock."""
+    now = now or timezone.now()
+    cap = _remind_cap_seconds()
+    due = ApprovalRequest.objects.filter(status=ApprovalRequest.Status.PENDING, reminded_at__isnull=True,
+                                         expires_at__gt=now, expires_at__lte=now + timedelta(seconds=cap))
+    reminded = 0
+    for approval_id, created_at, expires_at in due.values_list("id", "created_at", "expires_at"):
+        lead = min(cap, (expires_at - created_at).total_seconds() * REMIND_FRACTION)
+        if (expires_at - now).total_seconds() > lead:
+            continue
+        # Conditional: of two reconcilers (or a tick and a decision) at once, one reminds.
+        if ApprovalRequest.objects.filter(id=approval_id, status=ApprovalRequest.Status.PENDING,
+                                          reminded_at__isnull=True).update(reminded_at=now):
+            reminded += 1
+            _after_commit(EXPIRING, approval_id)
+    return reminded
+
+
+# --- who, what, and sending ----------------------------------------------------------------------
+
+
+def _after_commit(event: str, approval_id) -> None:
+    transaction.on_commit(lambda: _send(event, approval_id), robust=True)
+
+
+def _send(event: str, approval_id) -> None:
+    try:
+        approval = _read(approval_id)
+        if approval is None or (event != DECIDED and approval.status != ApprovalRequest.Status.PENDING):
+            return  # decided (or gone) before the news went out: nothing is waiting any more
+        recipients = [approval.run.caller] if event == DECIDED else approvers(approval)
+        messages = [_message(event, approval, user) for user in recipients
+                    if user.is_active and user.email]
+        _mail(event, messages)
+        notify_webhook.deliver(facts(event, approval), counts=(SENT, FAILURES))
+    except Exception:  # a notification never breaks the run or the decision it follows
+        FAILURES["notify"] += 1
+        logger.exception("notify: the %s notice for approval %s failed", event, approval_id)
+
+
+def _read(approval_id) -> ApprovalRequest | None:
+    approval = (ApprovalRequest.objects.select_related("run__agent", "run__caller", "approver_role",
+                                                       "escalated_from_role", "decided_by")
+                .defer("run__state", "run__snapshot", "arguments", "model_rationale").filter(id=approval_id).first())
+    if approval is not None:
+        # The caller the frozen snapshot names, for the separation-of-duties check, without the snapshot.
+        approval.run.snapshot_caller = (Run.objects.filter(pk=approval.run_id)
+                                        .values_list(KT("snapshot__caller__username"), flat=True).first())
+    return approval
+
+
+def approvers(approval: ApprovalRequest) -> list:
+    """The people who may decide `approval` now and have an email address, by the rule a decision
+    is checked against."""
+    # runs.approvals calls into this module; its rule is imported where it is used.
+    from runs.approvals import check_approval_decide
+
+    decided = ApprovalDecision.objects.filter(approval_id=approval.pk).values("user_id")
+    members = (approval.approver_role.user_set.filter(is_active=True).exclude(email="")
+               .exclude(pk=approval.run.caller_id).exclude(pk__in=decided).order_by("pk"))
+    found = []
+    for user in members:
+        try:
+            check_approval_decide(approval=approval, user=user)
+        except DomainError:
+            continue
+        found.append(user)
+    return found
+
+
+def _what(approval: ApprovalRequest) -> str:
+    if approval.kind == ApprovalRequest.Kind.BUDGET:
+        return "a budget extension"
+    return f"the tool call {approval.tool}"
+
+
+def facts(event: str, approval: ApprovalRequest) -> dict:
+    """What every notice of `event` may say: no arguments, no model text, no budget figures."""
+    run = approval.run
+    return {
+        "event": f"approval.{event}", "approval_id": str(approval.pk), "run_id": str(run.pk),
+        "kind": approval.kind, "tool": approval.tool, "agent": run.agent.slug,
+        "approver_role": approval.approver_role.name,
+        "escalated_from_role": approval.escalated_from_role.name if approval.escalated_from_role else None,
+        "status": approval.status, "quorum": approval.quorum, "approvals": approval.approvals_count,
+        "expires_at": approval.expires_at.isoformat(),
+        "decided_at": approval.decided_at.isoformat() if approval.decided_at else None,
+        "link": approval_link(approval.pk) if event != DECIDED else run_link(run.pk),
+    }
+
+
+def approval_link(approval_id) -> str:
+    return public_url() + reverse("admin:runs_approvalrequest_change", args=[approval_id])
+
+
+def run_link(run_id) -> str:
+    return public_url() + reverse("admin:runs_run_change", args=[run_id])
+
+
+_SUBJECTS = {
+    RAISED: "Approval needed: {what} for run {run}",
+    ESCALATED: "Escalated to {role}: {what} for run {run}",
+    EXPIRING: "Expires soon: {what} for run {run}",
+    DECIDED: "{status}: {what} for your run {run}",
+}
+
+
+def _message(event: str, approval: ApprovalRequest, user) -> EmailMessage:
+    run, what = approval.run, _what(approval)
+    subject = "[Warrant] " + _SUBJECTS[event].format(
+        what=what, run=str(run.pk)[:8], role=approval.approver_role.name, status=approval.status.capitalize())
+    lines = [f"Hello {user.get_username()},", ""]
+    if event == DECIDED:
+        lines += [f"The request for {what} in your run was {approval.status}"
+                  + (f" by {approval.decided_by.get_username()}." if approval.decided_by else "."), ""]
+        if approval.reason:
+            lines += [f"Reason: {approval.reason}", ""]
+    elif event == ESCALATED:
+        origin = approval.escalated_from_role.name if approval.escalated_from_role else "its first role"
+        lines += [f"No one in {origin} decided in time: {what} now waits for {approval.approver_role.name}.", ""]
+    elif event == EXPIRING:
+        lines += [f"{what[0].upper()}{what[1:]} still waits for a decision, and expires soon.", ""]
+    else:
+        lines += [f"{what[0].upper()}{what[1:]} waits for a decision by {approval.approver_role.name}.", ""]
+    lines += [f"Agent:    {run.agent.slug}", f"Run:      {run.pk}", f"Request:  {approval.pk}"]
+    if approval.kind == ApprovalRequest.Kind.TOOL_CALL:
+        lines.append(f"Tool:     {approval.tool}")
+    lines.append(f"Role:     {approval.approver_role.name}"
+                 + (f" ({approval.approvals_count} of {approval.quorum} approvals)" if approval.quorum > 1 else ""))
+    if event == DECIDED:
+        lines += ["", f"The run in the workbench: {run_link(run.pk)}",
+                  f"In the API: {public_url()}{reverse('run-detail', args=[run.pk])}"]
+    else:
+        lines += [f"Expires:  {approval.expires_at:%Y-%m-%d %H:%M} UTC (an expired request counts as denied)", "",
+                  f"The request in the workbench: {approval_link(approval.pk)}",
+                  f"The approval queue: {public_url()}{reverse('admin:runs_approval_queue')}#approval-{approval.pk}",
+                  "", "The call's arguments are on the request's page, not in this message."]
+    sender = os.environ.get("WARRANT_NOTIFY_FROM") or settings.DEFAULT_FROM_EMAIL
+    return EmailMessage(subject=subject, body="\n".join(lines) + "\n", from_email=sender, to=[user.email])
+
+
+def _mail(event: str, messages: list[EmailMessage]) -> None:
+    """One message per recipient (no one learns who else was told); a failure costs that one."""
+    if not messages:
+        return
+    timeout = float(os.environ.get("WARRANT_NOTIFY_MAIL_TIMEOUT", "10"))
+    try:
+        connection = get_connection(timeout=timeout)
+        connection.open()
+    except Exception:
+        FAILURES["mail"] += len(messages)
+        logger.exception("notify: no mail connection for the %s notice (%d message(s) not sent)", event, len(messages))
+        return
+    try:
+        for message in messages:
+            try:
+                connection.send_messages([message])
+                SENT["mail"] += 1
+            except Exception:
+                FAILURES["mail"] += 1
+                logger.exception("notify: the %s mail was not sent", event)
+    finally:
+        try:
+            connection.close()
+        except Exception:
+            logger.warning("notify: closing the mail connection failed", exc_info=True)
