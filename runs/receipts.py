@@ -11,6 +11,7 @@ from functools import partial
 
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
+from django.dispatch import Signal
 
 from runs import signing, witness
 from runs.models import ApprovalRequest, Receipt, Run
@@ -20,6 +21,9 @@ from warrant_verify.messages import GENESIS, receipt_hash, receipt_message
 
 _CHAIN_LOCK = 0x57415252  # "WARR": the advisory lock that serialises appends on PostgreSQL
 FORMAT = 2
+# Sent in the run's final transaction once its receipt is saved, with run, receipt and body (the
+# dict sealed): review.sampling listens (runs imports no app above it, so it tells instead of calling).
+receipt_sealed = Signal()
 
 
 def canonical(value) -> str:
@@ -141,7 +145,8 @@ def receipt_seal(*, run: Run) -> Receipt:
     assert transaction.get_connection().in_atomic_block, "receipts are sealed inside the run's final transaction"
     # Sealed once: only the move to a terminal status calls this, and a run leaves no terminal
     # status. A second seal would break the one-to-one column and roll the transaction back.
-    body = canonical(receipt_body(run))
+    sealed = receipt_body(run)
+    body = canonical(sealed)
     key_id, _key = signing.signing_key()
     _lock_chain()
     last_seq, prev_hash = chain_head()
@@ -151,6 +156,7 @@ def receipt_seal(*, run: Run) -> Receipt:
     receipt = Receipt(run=run, seq=seq, prev_hash=prev_hash, hash=hash_, body=body, key_id=key_id,
                       signature=signature)
     receipt.save(force_insert=True)  # an INSERT, never an update: receipts are append-only
+    receipt_sealed.send(sender=Receipt, run=run, receipt=receipt, body=sealed)
     # After commit, outside the run's transaction: a witness that is down never holds a run up.
     transaction.on_commit(partial(witness.after_seal, seq, hash_), robust=True)
     return receipt
