@@ -2,6 +2,13 @@ from django.apps import AppConfig
 
 
 class ReviewConfig(AppConfig):
-    """Compliance review: the dashboard (figures, charts, page, API); sampling and review records to come."""
+    """Compliance review: the dashboard; sampling rules evaluated as receipts are sealed, the review
+    queue, and the signed chain of review records."""
 
     name = "review"
+
+    def ready(self) -> None:
+        from review.sampling import sample_sealed
+        from runs.receipts import receipt_sealed
+
+        receipt_sealed.connect(sample_sealed, dispatch_uid="review.sampling")
