@@ -1,0 +1,88 @@
+"""Verification of the review chain, with the offline verifier's own code (warrant_verify.review_chain).
+
+What only the database can tell is added here: each record's columns against its sealed body
+(reviewer, kind, severity, note, follows, the receipt it reviewed), records of a run with no
+review item, and the append-only triggers. Every failure is reported, as runs.verification does.
+"""
+
+import json
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+
+from review import append_only
+from review.models import ReviewRecord
+from runs import signing
+from runs.models import Receipt
+from runs.verification import Problem, Verification, _result
+from warrant_verify.messages import GENESIS
+from warrant_verify.review_chain import verify_review_records
+
+_CHUNK = 2000
+COLUMNS = ("id", "run_id", "seq", "prev_hash", "hash", "body", "key_id", "signature")
+_SEALED = ("kind", "severity", "note", "follows", "resolves", "item_id", "reviewer__" + get_user_model().USERNAME_FIELD)
+
+
+def record_of(row: dict) -> dict:
+    """A review record as reviews.jsonl holds it (and the verifier reads it)."""
+    return {c: (str(row[c]) if c in ("id", "run_id") else row[c]) for c in COLUMNS}
+
+
+def _cross_check(rows: list[dict], receipts: dict) -> list[Problem]:
+    problems = []
+    for row in rows:
+        try:
+            body = json.loads(row["body"])
+        except ValueError:
+            continue
+        if not isinstance(body, dict):
+            continue
+        name = f"review record #{row['seq']} ({row['id']})"
+        sealed = (body.get("kind"), body.get("severity") or "", body.get("note"), body.get("follows"),
+                  body.get("resolves"), body.get("item_id"), (body.get("reviewer") or {}).get("username"))
+        stored = (row["kind"], row["severity"], row["note"], str(row["follows"]) if row["follows"] else None,
+                  row["resolves"], str(row["item_id"]), row[_SEALED[-1]])
+        if sealed != stored:
+            fields = [f for f, a, b in zip(("kind", "severity", "note", "follows", "resolves", "item", "reviewer"),
+                                           sealed, stored) if a != b]
+            problems.append(Problem("review", name, f"the row's {', '.join(fields)} differ from what the record sealed",
+                                    run=str(row["run_id"])))
+        receipt = receipts.get(str(row["run_id"]))
+        if receipt != ((body.get("receipt") or {}).get("seq"), (body.get("receipt") or {}).get("hash")):
+            problems.append(Problem("review", name, "the receipt the record reviewed is gone or differs from the one "
+                                    "sealed in it", run=str(row["run_id"])))
+    return problems
+
+
+def review_verify_chain() -> Verification:
+    """The whole review chain from #1: links, hashes, bodies, signatures, rows against bodies, triggers."""
+    keys = signing.verifying_keys()
+    problems, checked, known = [], 0, {}
+    start_seq, start_prev = 1, GENESIS
+    rows_all = ReviewRecord.objects.order_by("seq").values(*COLUMNS, *_SEALED)
+    chunk: list[dict] = []
+
+    def walk(rows):
+        nonlocal start_seq, start_prev, checked
+        records = [record_of(r) for r in rows]
+        result = verify_review_records(records, keys=keys, start_seq=start_seq, start_prev=start_prev,
+                                       file="review_reviewrecord", known=known)
+        for failure in result.failures:
+            check = "signature" if ("signature" in failure.reason or "signed by" in failure.reason) else "review_chain"
+            problems.append(Problem(check, f"review record {failure.record}", failure.reason))
+        receipts = {str(run_id): (seq, hash_) for run_id, seq, hash_ in Receipt.objects.filter(
+            run_id__in={r["run_id"] for r in rows}).values_list("run_id", "seq", "hash")}
+        problems.extend(_cross_check(rows, receipts))
+        checked += result.checked
+        start_seq, start_prev = result.head_seq + 1, result.head_hash
+
+    for row in rows_all.iterator(chunk_size=_CHUNK):
+        chunk.append(row)
+        if len(chunk) == _CHUNK:
+            walk(chunk)
+            chunk = []
+    if chunk:
+        walk(chunk)
+    problems += [Problem("append_only", name, "the append-only trigger is missing or disabled")
+                 for name in append_only.missing(connection)]
+    return _result(checked, problems, ok_reason=f"all {checked} review records signed and chained, rows match")
