@@ -16,14 +16,12 @@ When: after the transaction that raised, moved or closed the request commits
 in the meantime is not announced as waiting. Sending never raises into a run or a decision: a mail
 server or webhook that fails is logged and counted (FAILURES), and nothing is retried.
 
-Settings, from the environment (warrant/settings.py is at its size limit): WARRANT_PUBLIC_URL, the
-address people reach the workbench at (links need it absolute); WARRANT_NOTIFY_FROM, the sender
-(else Django's DEFAULT_FROM_EMAIL); WARRANT_NOTIFY_REMIND_SECONDS, the longest lead of a reminder
-(3600: the lead is 10% of the request's time to live, at most this); WARRANT_NOTIFY_MAIL_TIMEOUT.
+Settings (warrant/mail_config.py): Django's EMAIL_* and DEFAULT_FROM_EMAIL; WARRANT_PUBLIC_URL, the
+address people reach the workbench at (links need it absolute); WARRANT_NOTIFY_REMIND_SECONDS, the
+longest lead of a reminder (3600: the lead is 10% of the request's time to live, at most this).
 """
 
 import logging
-import os
 from collections import Counter
 from datetime import timedelta
 
@@ -36,6 +34,7 @@ from django.utils import timezone
 
 from core.api_errors import DomainError
 from runs import notify_webhook
+from runs.notify_webhook import setting
 from runs.models import ApprovalDecision, ApprovalRequest, Run
 
 logger = logging.getLogger(__name__)
@@ -50,11 +49,11 @@ REMIND_FRACTION = 0.1
 
 
 def public_url() -> str:
-    return os.environ.get("WARRANT_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+    return setting("WARRANT_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 
 
 def _remind_cap_seconds() -> float:
-    return float(os.environ.get("WARRANT_NOTIFY_REMIND_SECONDS", "3600"))
+    return setting("WARRANT_NOTIFY_REMIND_SECONDS", 3600.0)
 
 
 # --- the events: each one line at its call site, in the transaction that made the change ---------
@@ -217,17 +216,18 @@ def _message(event: str, approval: ApprovalRequest, user) -> EmailMessage:
                   f"The request in the workbench: {approval_link(approval.pk)}",
                   f"The approval queue: {public_url()}{reverse('admin:runs_approval_queue')}#approval-{approval.pk}",
                   "", "The call's arguments are on the request's page, not in this message."]
-    sender = os.environ.get("WARRANT_NOTIFY_FROM") or settings.DEFAULT_FROM_EMAIL
-    return EmailMessage(subject=subject, body="\n".join(lines) + "\n", from_email=sender, to=[user.email])
+    return EmailMessage(subject=subject, body="\n".join(lines) + "\n", from_email=settings.DEFAULT_FROM_EMAIL,
+                        to=[user.email])
 
 
 def _mail(event: str, messages: list[EmailMessage]) -> None:
     """One message per recipient (no one learns who else was told); a failure costs that one."""
     if not messages:
         return
-    timeout = float(os.environ.get("WARRANT_NOTIFY_MAIL_TIMEOUT", "10"))
     try:
-        connection = get_connection(timeout=timeout)
+        # Django's EMAIL_TIMEOUT (warrant/mail_config.py), or 10 s where none is set: a notice
+        # never waits on a silent mail server for ever.
+        connection = get_connection(timeout=getattr(settings, "EMAIL_TIMEOUT", None) or 10)
         connection.open()
     except Exception:
         FAILURES["mail"] += len(messages)

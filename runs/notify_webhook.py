@@ -1,6 +1,6 @@
 """The notification webhook: each approval notice as a signed JSON POST to one URL (optional).
 
-Configured from the environment: WARRANT_NOTIFY_WEBHOOK_URL (empty: no webhook), its secret
+Settings (warrant/mail_config.py): WARRANT_NOTIFY_WEBHOOK_URL (empty: no webhook), its secret
 WARRANT_NOTIFY_WEBHOOK_SECRET (required: an unsigned notice could be forged by anyone who can
 reach the receiver, so without a secret nothing is sent), WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS
 (the egress allow-list, core.egress) and WARRANT_NOTIFY_WEBHOOK_TIMEOUT (seconds, 5).
@@ -22,6 +22,7 @@ import os
 import time
 
 import httpx
+from django.conf import settings
 
 from core import egress
 
@@ -31,8 +32,17 @@ SIGNATURE_HEADER, TIMESTAMP_HEADER = "X-Warrant-Signature", "X-Warrant-Timestamp
 ALLOWED_HOSTS_SETTING = "WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS"
 
 
-def _allowed_hosts() -> tuple[str, ...]:
-    return tuple(h.strip() for h in os.environ.get(ALLOWED_HOSTS_SETTING, "").split(",") if h.strip())
+def setting(name: str, default):
+    """A notification setting: Django's (warrant/mail_config.py), else the environment's, as the
+    type of `default` (a deployment whose settings module does not import mail_config still works)."""
+    if hasattr(settings, name):
+        return getattr(settings, name)
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if isinstance(default, tuple):
+        return tuple(h.strip() for h in raw.split(",") if h.strip())
+    return type(default)(raw) if isinstance(default, (int, float)) else raw
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
@@ -53,11 +63,11 @@ def verify(secret: str, timestamp: str, body: bytes, signature: str, *, now: flo
 def deliver(facts: dict, *, counts: tuple) -> bool:
     """POST `facts` if a webhook is configured; True when it answered 2xx. Never raises: a
     failure is logged and added to counts[1]["webhook"] (a success to counts[0])."""
-    url = os.environ.get("WARRANT_NOTIFY_WEBHOOK_URL", "")
+    url = setting("WARRANT_NOTIFY_WEBHOOK_URL", "")
     if not url:
         return False
     sent, failures = counts
-    secret = os.environ.get("WARRANT_NOTIFY_WEBHOOK_SECRET", "")
+    secret = setting("WARRANT_NOTIFY_WEBHOOK_SECRET", "")
     if not secret:
         failures["webhook"] += 1
         logger.error("notify: WARRANT_NOTIFY_WEBHOOK_URL is set without WARRANT_NOTIFY_WEBHOOK_SECRET; "
@@ -67,9 +77,9 @@ def deliver(facts: dict, *, counts: tuple) -> bool:
     timestamp = str(int(time.time()))
     headers = {"Content-Type": "application/json", TIMESTAMP_HEADER: timestamp,
                SIGNATURE_HEADER: sign(secret, timestamp, body)}
-    timeout = float(os.environ.get("WARRANT_NOTIFY_WEBHOOK_TIMEOUT", "5"))
+    timeout = setting("WARRANT_NOTIFY_WEBHOOK_TIMEOUT", 5.0)
     try:
-        with egress.client(allowed_hosts=_allowed_hosts(), setting=ALLOWED_HOSTS_SETTING,
+        with egress.client(allowed_hosts=setting(ALLOWED_HOSTS_SETTING, ()), setting=ALLOWED_HOSTS_SETTING,
                            timeout=httpx.Timeout(timeout), follow_redirects=False) as client:
             response = client.post(url, content=body, headers=headers)
     except (egress.EgressRefused, httpx.HTTPError) as exc:

@@ -21,9 +21,9 @@ PUBLIC = "https://warrant.example.test"
 
 
 @pytest.fixture(autouse=True)
-def _public_url(monkeypatch):
-    monkeypatch.setenv("WARRANT_PUBLIC_URL", PUBLIC)
-    monkeypatch.delenv("WARRANT_NOTIFY_WEBHOOK_URL", raising=False)
+def _public_url(settings):
+    settings.WARRANT_PUBLIC_URL = PUBLIC
+    settings.WARRANT_NOTIFY_WEBHOOK_URL = ""
 
 
 def _user(name):

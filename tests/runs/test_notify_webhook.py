@@ -43,14 +43,14 @@ class Handler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def receiver(monkeypatch):
+def receiver(settings):
     server = Receiver()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    monkeypatch.setenv("WARRANT_NOTIFY_WEBHOOK_URL", f"http://127.0.0.1:{PORT}/warrant")
-    monkeypatch.setenv("WARRANT_NOTIFY_WEBHOOK_SECRET", SECRET)
-    monkeypatch.setenv("WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS", "127.0.0.1")
-    monkeypatch.setenv("WARRANT_PUBLIC_URL", "https://warrant.example.test")
+    settings.WARRANT_NOTIFY_WEBHOOK_URL = f"http://127.0.0.1:{PORT}/warrant"
+    settings.WARRANT_NOTIFY_WEBHOOK_SECRET = SECRET
+    settings.WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS = ("127.0.0.1",)
+    settings.WARRANT_PUBLIC_URL = "https://warrant.example.test"
     yield server
     server.shutdown()
     server.server_close()
@@ -92,15 +92,15 @@ def test_a_receiver_that_fails_is_counted_and_the_run_still_parks(demo, receiver
     assert Run.objects.get(id=approval.run_id).status == "awaiting_approval"
 
 
-def test_a_host_off_the_allow_list_is_not_reached(demo, receiver, monkeypatch, django_capture_on_commit_callbacks):
-    monkeypatch.setenv("WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS", "hooks.example.com")
+def test_a_host_off_the_allow_list_is_not_reached(demo, receiver, settings, django_capture_on_commit_callbacks):
+    settings.WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS = ("hooks.example.com",)
     before = notify.FAILURES["webhook"]
     _parked(django_capture_on_commit_callbacks)
     assert receiver.received == [] and notify.FAILURES["webhook"] == before + 1
 
 
-def test_without_a_secret_nothing_is_sent(demo, receiver, monkeypatch, django_capture_on_commit_callbacks):
-    monkeypatch.setenv("WARRANT_NOTIFY_WEBHOOK_SECRET", "")
+def test_without_a_secret_nothing_is_sent(demo, receiver, settings, django_capture_on_commit_callbacks):
+    settings.WARRANT_NOTIFY_WEBHOOK_SECRET = ""
     before = notify.FAILURES["webhook"]
     _parked(django_capture_on_commit_callbacks)
     assert receiver.received == [] and notify.FAILURES["webhook"] == before + 1
