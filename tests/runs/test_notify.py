@@ -214,3 +214,21 @@ def test_a_mail_server_that_is_down_breaks_neither_the_park_nor_the_decision(
     assert response.status_code == 200
     assert ApprovalRequest.objects.get(id=approval.id).status == "approved"
     assert notify.FAILURES["mail"] == before + 2
+
+
+def test_a_budget_request_is_announced_without_its_figures(demo, django_capture_on_commit_callbacks):
+    approval = _parked(django_capture_on_commit_callbacks)
+    mail.outbox.clear()
+    # As runs.budget asks: kind budget, no tool, what was used and what is asked.
+    ApprovalRequest.objects.filter(id=approval.id).update(
+        kind="budget", tool="", arguments={"kind": "tokens", "asked": 4321},
+        budget={"kind": "tokens", "used": 9876, "limit": 5000, "asked": 4321})
+    approval.refresh_from_db()
+    with django_capture_on_commit_callbacks(execute=True):
+        notify.approval_raised(approval)
+    [message] = mail.outbox
+    assert message.to == ["approver@example.com"]
+    assert message.subject == f"[Warrant] Approval needed: a budget extension for run {str(approval.run_id)[:8]}"
+    for figure in ("4321", "9876", "5000"):
+        assert figure not in message.subject + message.body
+    assert _browser(_user("approver")).get(_link(message.body, "The request in the workbench")).status_code == 200
