@@ -17,7 +17,7 @@ from core.api_errors import Forbidden
 from core.filters import UtcIsoDateTimeFilter
 from core.api_fields import StrictSerializer, has_text
 from core.permissions import CanStartRuns
-from runs import provenance, selectors, services
+from runs import outcome_refusals, provenance, selectors, services
 from runs.idempotency import idempotent
 from runs.model_answer import model_answer
 from runs.models import ApprovalRequest, Run, RunEvent
@@ -59,6 +59,14 @@ class AnsweredBySerializer(serializers.Serializer):
     model = serializers.CharField(help_text="The model as the server named it in its reply.")
 
 
+class RunRefusedSerializer(serializers.Serializer):
+    count = serializers.IntegerField(source="refused_count", help_text="Actions the run set out to take and was refused.")
+    kinds = serializers.ListField(
+        source="refused_kinds", child=serializers.ChoiceField(choices=outcome_refusals.KINDS),
+        help_text="Their kinds, sorted, each once: denied, expired (an approval that expired counts as denied), "
+                  "refused_at_call (refused when it was to run: a grant revoked, a tool held), tool_cap, budget_denied.")
+
+
 class RunOutputSerializer(serializers.ModelSerializer):
     agent = serializers.CharField(source="agent.slug")
     agent_version = serializers.IntegerField(source="agent_version.version")
@@ -73,13 +81,15 @@ class RunOutputSerializer(serializers.ModelSerializer):
     answered_by = serializers.SerializerMethodField()
     fell_back = serializers.SerializerMethodField()
     fallback_calls = serializers.SerializerMethodField()
+    refused = RunRefusedSerializer(source="*", help_text="What the run was refused; a succeeded run with any did not do "
+                                                         "all it set out to do. The receipt lists each with why.")
 
     class Meta:
         model = Run
         fields = [
             "id", "agent", "agent_version", "caller", "status", "stop_reason", "error", "error_message", "tainted",
             "input", "output", "created_at", "started_at", "finished_at", "usage", "pending_approval", "receipt_id",
-            "model_profile", "answered_by", "fell_back", "fallback_calls",
+            "model_profile", "answered_by", "fell_back", "fallback_calls", "refused",
         ]
 
     def to_representation(self, run: Run) -> dict:
@@ -137,10 +147,15 @@ class RunFilter(django_filters.FilterSet):
     caller = django_filters.CharFilter(field_name="caller__username")
     created_after = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    refused = django_filters.BooleanFilter(method=outcome_refusals.filter_refused,
+                                           label="Runs with (true) or without (false) a refused action.")
+    refused_kind = django_filters.ChoiceFilter(choices=[(k, k) for k in outcome_refusals.KINDS],
+                                               method=outcome_refusals.filter_refused_kind,
+                                               label="Runs refused an action of this kind.")
 
     class Meta:
         model = Run
-        fields = ["status", "agent", "caller", "created_after", "created_before"]
+        fields = ["status", "agent", "caller", "created_after", "created_before", "refused", "refused_kind"]
 
 
 class RunListCreateApi(ListAPIView):

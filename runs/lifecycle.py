@@ -28,7 +28,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.api_errors import Conflict
-from runs import harness, notify
+from runs import harness, notify, outcome_refusals
 from runs.events import write_events
 from runs.models import ApprovalRequest, Run
 from runs.queue import enqueue
@@ -135,7 +135,7 @@ def run_checkpoint(run: Run, worker: str, result: harness.StepResult) -> Run | N
     finish = outcome if isinstance(outcome, harness.Finish) else None
     now = timezone.now()
     if finish is not None:  # the step that ends the run writes its end in the same statement
-        fields |= _finished(run, finish, now)
+        fields |= _finished(run, finish, now, state=state)
         events.append((run.step + 1, *_finished_event(finish)))
     with transaction.atomic():
         if isinstance(outcome, harness.Park) and _parked_with_step(run, worker, outcome, fields, events):
@@ -268,11 +268,13 @@ def run_note(run: Run, event: tuple) -> None:
 # --- finish and cancel ------------------------------------------------------------------------
 
 
-def _finished(run: Run, finish: harness.Finish, now) -> dict:
-    """The columns a run's end writes, besides its status."""
+def _finished(run: Run, finish: harness.Finish, now, *, state: dict | None = None) -> dict:
+    """The columns a run's end writes, besides its status. `state`: the state the ending step
+    wrote, when it wrote one. What the run was refused is written here, so the receipt sealed in
+    the same transaction reads the same columns (runs.outcome_refusals)."""
     return {"output": finish.output, "stop_reason": finish.stop_reason, "error": finish.error,
             "error_message": finish.message, "finished_at": now, "lease_owner": "", "lease_expires_at": None,
-            "started_at": run.started_at or now}
+            "started_at": run.started_at or now, **outcome_refusals.summary(outcome_refusals.of_run(run, state))}
 
 
 def _finished_event(finish: harness.Finish) -> tuple[str, dict]:

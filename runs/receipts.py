@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.dispatch import Signal
 
-from runs import signing, witness
+from runs import outcome_refusals, signing, witness
 from runs.models import ApprovalRequest, Receipt, Run
 from runs.trace import trace_head_of
 from warrant_verify.jcs import canonicalize
@@ -79,6 +79,7 @@ def receipt_body(run: Run) -> dict:
             fired.append({"id": decision["policy_id"], "version": decision["version"], "type": decision["type"]})
     skills = {s["name"]: s for s in snapshot.get("skills", [])}
     events, head = trace_head_of(run)
+    refused = outcome_refusals.of_run(run)
     wall_ms = int((run.finished_at - run.started_at).total_seconds() * 1000) if run.started_at and run.finished_at else 0
     return {
         "v": FORMAT,
@@ -107,6 +108,9 @@ def receipt_body(run: Run) -> dict:
         ],
         # A run that never parked has no approval requests: no query for them (see RunState.parks).
         "approvals": approvals_of(run.id) if state.get("parks", 1) else [],
+        # What the run set out to do and was refused, with why; the outcome says whether it did it all.
+        "refused": refused,
+        "outcome": outcome_refusals.outcome(run.status, refused),
         "trace": {"events": events, "head": head},
         "totals": {
             "llm_calls": run.llm_calls,

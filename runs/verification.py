@@ -127,7 +127,8 @@ def cross_check(records: list[dict]) -> list[Problem]:
             bodies[record["run_id"]] = (record, body)
     run_ids = list(bodies)
     runs = {str(row[0]): row[1:] for row in Run.objects.filter(id__in=run_ids).values_list(
-        "id", "status", "input", "output", "tainted", "stop_reason", "error", "policy_snapshot_sha256")}
+        "id", "status", "input", "output", "tainted", "stop_reason", "error", "policy_snapshot_sha256",
+        "refused_count", "refused_kinds")}
     events: dict[str, list[dict]] = {}
     for run_id, seq, step, kind, data, hash_ in RunEvent.objects.filter(run_id__in=run_ids).order_by().values_list(
             "run_id", "seq", "step", "kind", "data", "hash"):
@@ -141,7 +142,7 @@ def cross_check(records: list[dict]) -> list[Problem]:
         if row is None:
             problems.append(Problem("run", name, "the receipt's run is not in the database", **where))
         else:
-            status, input_text, output_text, tainted, stop_reason, error, policy_digest = row
+            status, input_text, output_text, tainted, stop_reason, error, policy_digest, refused, kinds = row
             sealed = (body.get("tainted"), body.get("stop_reason"), body.get("error"), body.get("policy_snapshot_sha256"))
             if sealed != (tainted, stop_reason or None, error or None, policy_digest):
                 problems.append(Problem("run", name, "the run's taint, stop reason, error or policy snapshot differs "
@@ -149,6 +150,11 @@ def cross_check(records: list[dict]) -> list[Problem]:
             if body.get("status") != status:
                 problems.append(Problem("run", name, f"the run's status is {status!r}, the receipt sealed "
                                         f"{body.get('status')!r}", **where))
+            sealed_outcome = body.get("outcome")  # sealed since refusals were (receipts before have none)
+            if isinstance(sealed_outcome, dict) and (sealed_outcome.get("refused"), sealed_outcome.get(
+                    "refused_kinds")) != (refused, kinds):
+                problems.append(Problem("run", name, "the run's refused count or kinds differ from the ones sealed",
+                                        **where))
             if body.get("input_sha256") != _sha256(input_text):
                 problems.append(Problem("run", name, "the run's input differs from the one sealed", **where))
             if body.get("output_sha256") != _sha256(output_text):

@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from core.admin import ReadOnlyAdmin
-from runs import selectors
+from runs import outcome_refusals, selectors
 from runs.templatetags.workbench import STATUS_TEXT
 
 
@@ -62,3 +62,24 @@ class RunStatusFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         return queryset.filter(**{self.field: self.value()}) if self.value() else queryset
+
+
+class RefusedFilter(admin.SimpleListFilter):
+    """Runs that were refused an action, of any kind or of one, and runs that were refused nothing."""
+
+    title = "refused actions"
+    parameter_name = "refused"
+    prefix = ""  # "run__" on a list of receipts
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Any refused"), ("no", "None refused")] + [(k, k.replace("_", " ")) for k in outcome_refusals.KINDS]
+
+    def queryset(self, request, queryset):
+        value, count = self.value(), f"{self.prefix}refused_count"
+        if value == "yes":
+            return queryset.filter(**{f"{count}__gt": 0})
+        if value == "no":
+            return queryset.filter(**{count: 0})
+        if value in outcome_refusals.KINDS:
+            return outcome_refusals.filter_refused_kind(queryset, "", value, prefix=self.prefix)
+        return queryset

@@ -16,12 +16,12 @@ from core.permissions import reads_everything
 from governance.models import Policy
 from runs import selectors
 from runs.access_log import receipt_access_record
-from runs.admin.base import AgentFilter, RunStatusFilter, WorkbenchAdmin
+from runs.admin.base import AgentFilter, RefusedFilter, RunStatusFilter, WorkbenchAdmin
 from runs.model_answer import label as model_label
 from runs.models import Receipt, ReceiptAccess
 from runs.receipts_export import EXPORT_FORMATS, EXPORT_LIMIT, MEDIA_TYPES, export_part, receipts_export
 from runs.signing import verifying_keys
-from runs.templatetags.workbench import status_label
+from runs.templatetags.workbench import outcome_label
 from runs.verification import receipt_own_problems, receipt_verify_chain, receipt_verify_since_checkpoint
 from runs.verification_receipt import receipt_verify
 
@@ -34,6 +34,10 @@ class ReceiptStatusFilter(RunStatusFilter):
     title = "run status"
     field = "run__status"
     statuses = ("succeeded", "failed", "blocked", "stopped", "cancelled")
+
+
+class ReceiptRefusedFilter(RefusedFilter):
+    prefix = "run__"
 
 
 _page_chain: ContextVar = ContextVar("warrant_receipt_chain", default=None)
@@ -69,7 +73,7 @@ class ReceiptAdmin(WorkbenchAdmin):
     """Read-only for everyone, superusers included; every page and export lands in the access log."""
 
     list_display = ["seq", "run_link", "agent", "caller", "run_status", "answered_by", "badge", "created_at"]
-    list_filter = [ReceiptStatusFilter, ReceiptAgentFilter, ("created_at", admin.DateFieldListFilter)]
+    list_filter = [ReceiptStatusFilter, ReceiptRefusedFilter, ReceiptAgentFilter, ("created_at", admin.DateFieldListFilter)]
     search_fields = ["=run__id", "hash"]
     list_select_related = ["run", "run__agent", "run__caller"]
     actions = ["verify_chain", "export_jsonl", "export_csv"]
@@ -104,7 +108,7 @@ class ReceiptAdmin(WorkbenchAdmin):
 
     @admin.display(description="run status")
     def run_status(self, receipt):
-        return status_label(receipt.run.status)
+        return outcome_label(receipt.run.status, receipt.run.refused_count)
 
     @admin.display(description="answered by")
     def answered_by(self, receipt):
@@ -150,7 +154,7 @@ class ReceiptAdmin(WorkbenchAdmin):
             **self.admin_site.each_context(request), "opts": self.opts, "title": f"Receipt #{receipt.seq}",
             "receipt": receipt, "body": body, "body_pretty": json.dumps(body, indent=2, sort_keys=True, ensure_ascii=False),
             "badge": verification_badge(receipt, _chain_for(request)), "verified": verified,
-            "status": status_label(body["status"]),
+            "status": outcome_label(body["status"], (body.get("outcome") or {}).get("refused", 0)),
         }
         return TemplateResponse(request, "admin/runs/receipt/detail.html", context)
 

@@ -7,18 +7,18 @@ from django.urls import reverse
 
 from core.admin import ReadOnlyAdmin
 from core.permissions import reads_everything
-from runs import selectors
-from runs.admin.base import AgentFilter, RunStatusFilter, WorkbenchAdmin
+from runs import outcome_refusals, selectors
+from runs.admin.base import AgentFilter, RefusedFilter, RunStatusFilter, WorkbenchAdmin
 from runs.model_answer import label as model_label
 from runs.models import Receipt, Run, RunEvent, SideEffect
-from runs.templatetags.workbench import status_label
+from runs.templatetags.workbench import outcome_label
 
 
 @admin.register(Run)
 class RunAdmin(WorkbenchAdmin):
     list_display = ["short_id", "request_text", "agent", "caller", "status_text", "outcome", "answered_by", "tainted_text",
                     "created_at"]
-    list_filter = [RunStatusFilter, AgentFilter, ("caller", admin.RelatedOnlyFieldListFilter),
+    list_filter = [RunStatusFilter, RefusedFilter, AgentFilter, ("caller", admin.RelatedOnlyFieldListFilter),
                    ("created_at", admin.DateFieldListFilter), "tainted"]
     search_fields = ["id", "input", "caller__username"]
     date_hierarchy = "created_at"
@@ -37,7 +37,7 @@ class RunAdmin(WorkbenchAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_text(self, run):
-        return status_label(run.status)
+        return outcome_label(run.status, run.refused_count)
 
     @admin.display(description="stop reason / error")
     def outcome(self, run):
@@ -59,7 +59,9 @@ class RunAdmin(WorkbenchAdmin):
         receipt = Receipt.objects.filter(run=run).first()
         context = {
             **self.admin_site.each_context(request), "opts": self.opts, "title": f"Run {str(run.id)[:8]}",
-            "run": run, "status": status_label(run.status), "events": events, "approvals": approvals,
+            "run": run, "status": outcome_label(run.status, run.refused_count), "events": events, "approvals": approvals,
+            # Only an ended run wrote what it was refused; one still going shows none yet.
+            "refused": outcome_refusals.of_run(run) if run.finished_at else [],
             "receipt": receipt, "taint_reasons": run.state.get("taint_reasons", []),
             "tainted": bool(run.state.get("tainted")) or run.tainted,
             "receipt_url": reverse("admin:runs_receipt_change", args=[receipt.pk]) if receipt and reads_everything(

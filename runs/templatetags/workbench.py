@@ -25,6 +25,18 @@ def status_label(status: str):
 
 
 @register.filter
+def outcome_label(status: str, refused=0):
+    """A run's status with what it was refused: "Succeeded · 1 refused" in amber, not green, since
+    the run did not do all it set out to do. Other statuses keep their colour and gain the count."""
+    refused = int(refused or 0)
+    if not refused:
+        return status_label(status)
+    css = "wb-warn" if status == "succeeded" else f"wb-status-{status}"
+    return format_html('<span class="wb-status {} wb-refused" title="{} action(s) refused">{} · {} refused</span>', css,
+                       refused, STATUS_TEXT.get(status, status), refused)
+
+
+@register.filter
 def pretty_json(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
