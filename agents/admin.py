@@ -14,7 +14,7 @@ from agents.models import (
     TrustChange,
 )
 from agents.backends import registered_names
-from agents.services import agent_publish, model_profile_check, tool_update
+from agents.services import agent_publish, model_profile_check, tool_caps_problems, tool_update
 from core.admin import ReadOnlyAdmin
 from core.api_errors import DomainError
 from core.permissions import is_governance_admin
@@ -265,8 +265,25 @@ class ModelProfileAdmin(admin.ModelAdmin):
                               messages.ERROR)
 
 
+class AgentAdminForm(forms.ModelForm):
+    class Meta:
+        model = Agent
+        fields = "__all__"
+
+    def clean(self):
+        cleaned = super().clean()
+        if "tool_caps" in cleaned and cleaned["tool_caps"] in (None, ""):
+            cleaned["tool_caps"] = {}  # the field left empty: no caps
+        if "tool_caps" in cleaned and "tools" in cleaned:  # either missing: its own error is shown already
+            tools = [tool.name for tool in cleaned["tools"]]
+            if problems := tool_caps_problems(cleaned["tool_caps"], tools):
+                self.add_error("tool_caps", problems)
+        return cleaned
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    form = AgentAdminForm
     list_display = ["slug", "name", "model_profile", "published_version"]
     filter_horizontal = ["tools"]
     actions = ["publish"]

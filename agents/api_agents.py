@@ -20,7 +20,7 @@ from core.permissions import IsGovernanceAdmin, ReadAnyRoleWriteGovernanceAdmin
 
 
 def _agents():
-    return (Agent.objects.select_related("model_profile").prefetch_related("tools")
+    return (Agent.objects.select_related("model_profile", "budget_role").prefetch_related("tools")
             .annotate(current_version_number=Max("versions__version")))
 
 
@@ -33,13 +33,17 @@ class AgentOutputSerializer(serializers.ModelSerializer):
         source="current_version_number", allow_null=True, read_only=True,
         help_text="The latest published version (what new runs use); null until the first publish.",
     )
+    budget_role = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True,
+        help_text="The role whose members may extend a run's budget when it runs out; null: the run stops.")
 
     class Meta:
         model = Agent
         ref_name = "Agent"
         fields = [
             "slug", "name", "description", "instructions", "model_profile", "tools", "output_schema", "max_turns",
-            "max_tool_calls", "max_tokens", "deadline_seconds", "current_version", "created_at", "updated_at",
+            "max_tool_calls", "max_tokens", "deadline_seconds", "tool_caps", "budget_role", "current_version",
+            "created_at", "updated_at",
         ]
 
 
@@ -77,6 +81,14 @@ class _AgentFields(StrictSerializer):
     max_tool_calls = serializers.IntegerField(min_value=1, max_value=10_000, required=False)
     max_tokens = serializers.IntegerField(min_value=1, max_value=100_000_000, required=False)
     deadline_seconds = serializers.IntegerField(min_value=1, max_value=30 * 24 * 3600, required=False)
+    tool_caps = serializers.DictField(
+        child=serializers.IntegerField(min_value=1, max_value=10_000), required=False,
+        help_text='Calls allowed per run, per tool the agent has, e.g. {"send_email": 1}; a call over its cap is '
+                  "refused (code tool_cap) and the model reads why.")
+    budget_role = serializers.CharField(
+        max_length=150, allow_null=True, required=False,
+        help_text="Name of the role whose members may extend a run's budget (tokens, tool calls, turns, deadline) "
+                  "when it runs out; the run waits in awaiting_budget. Null: no extensions, the run stops.")
 
 
 class AgentVersionOutputSerializer(serializers.ModelSerializer):

@@ -4,6 +4,7 @@ profiles and the tool registry."""
 import re
 
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import IntegrityError, transaction
@@ -26,6 +27,9 @@ def agent_spec(agent: Agent) -> dict:
         "max_tool_calls": agent.max_tool_calls,
         "max_tokens": agent.max_tokens,
         "deadline_seconds": agent.deadline_seconds,
+        # Written only when set, so an agent without caps or a budget role publishes the spec it had.
+        **({"tool_caps": dict(sorted(agent.tool_caps.items()))} if agent.tool_caps else {}),
+        **({"budget_role": agent.budget_role.name} if agent.budget_role_id else {}),
     }
 
 
@@ -112,7 +116,7 @@ MAX_RETRIES = 10
 
 _AGENT_FIELDS = (
     "name", "description", "instructions", "output_schema", "max_turns", "max_tool_calls", "max_tokens",
-    "deadline_seconds",
+    "deadline_seconds", "tool_caps",
 )
 _PROFILE_FIELDS = (
     "backend", "base_url", "model", "api_key_env", "connect_timeout", "read_timeout", "max_retries", "fallbacks",
@@ -146,9 +150,31 @@ def _agent_apply(agent: Agent, values: dict) -> list[Tool] | None:
         profiles = _by_names(ModelProfile, [values["model_profile"]], field="model_profile", errors=errors)
         agent.model_profile = profiles[0] if profiles else None
     tools = _by_names(Tool, list(values["tools"]), field="tools", errors=errors) if "tools" in values else None
+    if "budget_role" in values:
+        roles = _by_names(Group, [values["budget_role"]], field="budget_role", errors=errors) if values[
+            "budget_role"] else [None]
+        agent.budget_role = roles[0] if roles else None
+    if "tool_caps" in values or "tools" in values:
+        names = [t.name for t in tools] if tools is not None else (
+            list(agent.tools.values_list("name", flat=True)) if agent.pk else [])
+        if problems := tool_caps_problems(agent.tool_caps, names):
+            errors["tool_caps"] = problems
     if errors:
         raise ValidationError(errors)
     return tools
+
+
+def tool_caps_problems(caps, tool_names) -> list[str]:
+    """What is wrong with an agent's per-tool caps: a cap is a whole number of calls, at least 1,
+    for a tool the agent has (a cap on another would never apply, and says the agent is not what
+    its editor thinks)."""
+    if not isinstance(caps, dict):
+        return ['Must be an object of tool name to calls allowed per run, e.g. {"send_email": 1}.']
+    problems = [f"{name}: the cap must be a whole number of calls, at least 1." for name, cap in caps.items()
+                if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1]
+    if unknown := sorted(set(caps) - set(tool_names)):
+        problems.append(f"Caps only tools the agent has; it does not have {', '.join(unknown)}.")
+    return problems
 
 
 def save_new(obj, *, key: str, exclude: list[str] | None = None) -> None:

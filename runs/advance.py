@@ -65,9 +65,9 @@ def _deps(run: Run, worker: str) -> harness.Deps:
 
 
 def _decisions(run: Run) -> dict[str, dict]:
-    """The decisions taken on the run's requests. Only a tool batch consults them, and only a run
-    that has parked can have any."""
-    if not run.state["pending"] or not run.state["parks"]:
+    """The decisions taken on the run's requests. Only a tool batch or a budget ask (runs.budget)
+    consults them, and only a run that has parked can have any."""
+    if not run.state["parks"] or not (run.state["pending"] or run.state.get("budget_ask")):
         return {}
     return {
         harness.decision_key(a.call_id, a.arguments_sha256): {"id": str(a.id), "status": a.status, "reason": a.reason}

@@ -101,7 +101,7 @@ def _approval_close(run: Run, approval: ApprovalRequest, status: str, *, now, us
     decided = (run.step, "approval_decided", {
         "approval_id": str(approval.id), "tool": approval.tool, "decision": status,
         "decided_by": user.get_username() if user else None, "reason": reason, "decided_via": via or None})
-    if run.status == RunStatus.AWAITING_APPROVAL:
+    if run.status in (RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_BUDGET):  # a budget ask resumes it too
         # Time spent waiting for a human does not count against the run's own deadline.
         waited = now - approval.created_at
         run_requeue(run, decided=decided, deadline_at=(run.deadline_at + waited) if run.deadline_at else None)

@@ -8,7 +8,9 @@ and the next step runs the rest of the batch (runs.tool_batch), each call throug
 So a redelivered step repeats the model call and those read-only calls, never a side effect: a
 side effect runs only in a batch step of its own, through the outbox, and a call that waits for
 a person parks at that step's checkpoint. If the model call spent the token budget or the
-deadline passed, the step ends after the model call and the next one stops the run.
+deadline passed, the step ends after the model call and the next one stops the run. A model call
+whose estimated cost is over the tokens left is not made (runs.budget). A spent budget stops the
+run, or, when the agent names a budget role, parks it for an extension.
 
 A step returns the new state, the trace events it produced and an outcome; runs.lifecycle
 persists all three at once. The state goes in and comes out as stored (RunState.to_json());
@@ -23,15 +25,16 @@ from agents.backends.base import ModelOutputInvalid, ModelUnavailable
 from governance import engine
 from governance.gate import skill_allowed
 from governance.taint import opening_taint, shown_tools, untrusted_description
-from runs import context
-from runs.outcomes import Continue, Deps, Finish, Park, StepResult, unusable_twice
+from runs import budget, context
+from runs.outcomes import Continue, Deps, Finish, Park, ParkBudget, StepResult, unusable_twice
 from runs.state import RunState
 from runs.states import ErrorCode, RunStatus, StopReason
 from runs.tool_batch import activate_skill, call_digest, decision_key, run_tools
 from skills.matcher import match_skills
 
 # What runs.services and the tests use, wherever it is defined.
-__all__ = ["Continue", "Deps", "Finish", "Park", "StepResult", "call_digest", "decision_key", "initial_state", "step"]
+__all__ = ["Continue", "Deps", "Finish", "Park", "ParkBudget", "StepResult", "call_digest", "decision_key",
+           "initial_state", "step"]
 
 MAX_OUTPUT_REPAIRS = 1
 
@@ -72,27 +75,20 @@ def _advance(state: RunState, snapshot: dict, deps: Deps, events: list, *, run_i
             return blocked
     if cancel_requested:
         return Finish(RunStatus.CANCELLED, message="cancelled at the caller's request")
-    if (spent := _spent(state, agent, deps, deadline)) is not None:
-        return spent
+    if (refused := budget.settle(state, events, decisions)) is not None:
+        return refused
+    if (spent := budget.spent(state, agent, deps.now(), deadline)) is not None:
+        return budget.run_out(state, agent, spent, run_id=run_id)
     if state.pending:
         return run_tools(state, snapshot, deps, events, run_id=run_id, decisions=decisions)
-    if state.turns >= agent["max_turns"]:
-        return Finish(RunStatus.STOPPED, stop_reason=StopReason.MAX_TURNS)
-    outcome = _call_model(state, snapshot, deps, events)
-    if not state.pending or _spent(state, agent, deps, deadline) is not None:
+    if state.turns >= budget.limit(state, agent, StopReason.MAX_TURNS):
+        return budget.run_out(state, agent, StopReason.MAX_TURNS, run_id=run_id)
+    outcome = _call_model(state, snapshot, deps, events, run_id=run_id)
+    if not state.pending or budget.spent(state, agent, deps.now(), deadline) is not None:
         return outcome
     # The read-only calls the model asked for go with it (no approval can have been asked for
     # calls made just now, so no decisions are consulted).
     return run_tools(state, snapshot, deps, events, run_id=run_id, decisions={}, read_only=True)
-
-
-def _spent(state: RunState, agent: dict, deps: Deps, deadline: float | None) -> Finish | None:
-    """The run's end when its deadline has passed or its tokens are spent."""
-    if deadline is not None and deps.now() >= deadline:
-        return Finish(RunStatus.STOPPED, stop_reason=StopReason.DEADLINE)
-    if state.input_tokens + state.output_tokens >= agent["max_tokens"]:
-        return Finish(RunStatus.STOPPED, stop_reason=StopReason.TOKEN_BUDGET)
-    return None
 
 
 def _begin(state: RunState, snapshot: dict, events: list) -> Finish | None:
@@ -122,16 +118,24 @@ def _begin(state: RunState, snapshot: dict, events: list) -> Finish | None:
     return None
 
 
-def _call_model(state: RunState, snapshot: dict, deps: Deps, events: list) -> Continue | Finish:
+def _call_model(state: RunState, snapshot: dict, deps: Deps, events: list, *, run_id: str,
+                ) -> Continue | ParkBudget | Finish:
     narrowed = _skill_narrowed(snapshot, state)
     request = context.build_request(narrowed, state.to_json())
+    profile, agent = snapshot["agent"]["model_profile"], snapshot["agent"]
+    # Refused before it is made, not found out after: a call that may cost more than is left.
+    left = budget.limit(state, agent, StopReason.TOKEN_BUDGET) - budget.used(state, agent, StopReason.TOKEN_BUDGET)
+    if (cost := budget.estimate(request, profile)) > left:
+        events.append(("model_call_refused", {"reason": StopReason.TOKEN_BUDGET, "estimated_tokens": cost,
+                                              "tokens_left": left}))
+        return budget.run_out(state, agent, StopReason.TOKEN_BUDGET, run_id=run_id, needed=cost - left,
+                              estimated=cost)
     shown = [t["name"] for t in request.tools]
     # A tool guide shapes what the model reads: recorded (trace, receipt) the first time it is shown.
     for decision in context.guides_shown(narrowed, shown):
         if (explained := decision.explain()) not in state.fired:
             state.fired.append(explained)
             events.append(("policy_decision", explained | {"effect": "guidance shown"}))
-    profile = snapshot["agent"]["model_profile"]
     started = deps.now()
     try:
         response = deps.complete(request)

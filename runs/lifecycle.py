@@ -221,7 +221,11 @@ def _park(run: Run, park: harness.Park, role: Group, request: ApprovalRequest, *
         "reasons": park.reasons,
         # Where each argument came from, for the approver's card (runs.provenance).
         "provenance": park.provenance})
-    parked = _write(run, status=RunStatus.AWAITING_APPROVAL, expect=expect,
+    status = RunStatus.AWAITING_APPROVAL
+    if isinstance(park, harness.ParkBudget):  # a budget ran out: the run waits for more of it (runs.budget)
+        status, asked = RunStatus.AWAITING_BUDGET, (asked[0], "budget_requested", {
+            "approval_id": str(request.id), "approver_role": role.name, "budget": park.budget, "reasons": park.reasons})
+    parked = _write(run, status=status, expect=expect,
                     fields=fields | {"lease_owner": "", "lease_expires_at": None}, events=[*events, asked])
     if parked:
         notify.approval_raised(request)  # sent after commit: a park undone tells no one
@@ -248,12 +252,13 @@ def _new_request(run: Run, park: harness.Park, role: Group) -> ApprovalRequest:
         policy_name=park.policy["policy"] if park.policy else "",
         approver_role=role, reasons=park.reasons, model_rationale=park.rationale,
         expires_at=timezone.now() + timedelta(seconds=ttl),
+        **({"kind": ApprovalRequest.Kind.BUDGET, "budget": park.budget} if isinstance(park, harness.ParkBudget) else {}),
     )
 
 
 def run_requeue(run: Run, *, decided: tuple, deadline_at) -> None:
-    """awaiting_approval -> queued after a decision (its event numbered by the same statement);
-    the run's deadline moved on by the time it waited. `run` was read under its row lock."""
+    """awaiting_approval (or awaiting_budget) -> queued after a decision (its event numbered by the
+    same statement); the run's deadline moved on by the time it waited. `run` was read under its row lock."""
     if not _write(run, status=RunStatus.QUEUED, fields={"deadline_at": deadline_at}, events=[decided]):
         raise Conflict(f"run {run.id} changed status concurrently")
     enqueue(run.id, known=run)

@@ -41,6 +41,15 @@ class Park:
 
 
 @dataclass(frozen=True)
+class ParkBudget(Park):
+    """A budget ran out and the agent names a budget role: the run waits (awaiting_budget) for one
+    of its members to extend it. `budget`: the kind, what was used, the limit and what is asked
+    (runs.budget). A Park, so it is saved and parked the way a call's park is."""
+
+    budget: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Finish:
     status: RunStatus
     output: str = ""
@@ -52,7 +61,7 @@ class Finish:
 @dataclass
 class StepResult:
     state: dict  # the new state as stored: RunState.to_json()
-    outcome: Continue | Park | Finish
+    outcome: Continue | Park | Finish  # a ParkBudget is a Park
     events: list[tuple[str, dict]] = field(default_factory=list)
 
 

@@ -46,6 +46,13 @@ class RunState:
     # Times the run stopped for an approver: none means it has no approval requests to read.
     parks: int = 0
     provenance: dict[str, list] = field(default_factory=dict)  # call id -> its arguments' provenance, when parked
+    # Budget extensions (runs.budget): what was granted per budget (stop reason -> amount, added to
+    # the agent's limit), the ask waiting for the budget role, how many were asked; and the calls
+    # each tool has run, for the agent's per-tool caps.
+    extensions: dict[str, int] = field(default_factory=dict)
+    budget_ask: dict | None = None
+    budget_asks: int = 0
+    tool_uses: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def start(cls, input_text: str) -> "RunState":
@@ -100,5 +107,5 @@ _CONTAINERS = tuple(name for name, value in vars(RunState()).items() if isinstan
 # are read; the others were empty until something was put in them.
 _ADDED_LATER = {
     "rationale": "", "malformed_turn": None, "untrusted_calls": [], "untrusted_descriptions": [],
-    "parks": 1, "provenance": {},
+    "parks": 1, "provenance": {}, "extensions": {}, "budget_ask": None, "budget_asks": 0, "tool_uses": {},
 }

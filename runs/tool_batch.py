@@ -14,10 +14,10 @@ from agents.tools.envelopes import error as error_envelope
 from governance.gate import Allowed, NeedsApproval, Refused, RunFacts, gate
 from governance.screening import screen, screen_known, screen_value
 from governance.taint import UNTRUSTED
-from runs import context, provenance
-from runs.outcomes import Continue, Deps, Finish, Park, unusable_twice
+from runs import budget, context, provenance
+from runs.outcomes import Continue, Deps, Finish, Park, ParkBudget, unusable_twice
 from runs.state import RunState
-from runs.states import RunStatus, StopReason
+from runs.states import StopReason
 
 # Refusals that mean the model got the call itself wrong, not that it was not allowed.
 MALFORMED_CALL = ("unknown_tool", "invalid_arguments")
@@ -38,15 +38,18 @@ def decision_key(call_id: str, digest: str) -> str:
 
 
 def run_tools(state: RunState, snapshot: dict, deps: Deps, events: list, *, run_id: str,
-              decisions: dict, read_only: bool = False) -> Continue | Park | Finish:
+              decisions: dict, read_only: bool = False) -> Continue | Park | ParkBudget | Finish:
     tools = snapshot["tools"]
     while state.pending:
         call = state.pending[0]
         if call["name"] == context.LOAD_SKILL:
             _record(state, events, call, _load_skill(state, events, snapshot, call), count=False)
             continue
-        if state.tool_calls >= snapshot["agent"]["max_tool_calls"]:
-            return Finish(RunStatus.STOPPED, stop_reason=StopReason.TOOL_BUDGET)
+        if state.tool_calls >= budget.limit(state, snapshot["agent"], StopReason.TOOL_BUDGET):
+            return budget.run_out(state, snapshot["agent"], StopReason.TOOL_BUDGET, run_id=run_id)
+        if (capped := _over_cap(state, snapshot, call)) is not None:
+            _refuse(state, events, call, capped)  # before the gate: no one is asked for a call over its cap
+            continue
         if read_only and (call["name"] not in tools or tools[call["name"]]["side_effect"]):
             return Continue()
         digest = call_digest(run_id=run_id, step=call["step"], tool=call["name"], arguments=call["arguments"])
@@ -68,11 +71,22 @@ def run_tools(state: RunState, snapshot: dict, deps: Deps, events: list, *, run_
             approval_id = decision["id"]
         started = deps.now()
         envelope = deps.execute(call, side_effect=tools[call["name"]]["side_effect"], approval_id=approval_id)
+        state.tool_uses[call["name"]] = state.tool_uses.get(call["name"], 0) + 1
         _record(state, events, call, envelope, duration_ms=int((deps.now() - started) * 1000),
                 approval_id=approval_id, trusted=bool(tools[call["name"]].get("trusted", False)))
         if (taint := _read_untrusted(state, call, tools[call["name"]], envelope)) is not None:
             events.append(("tainted", taint))
     return Continue()
+
+
+def _over_cap(state: RunState, snapshot: dict, call: dict) -> Refused | None:
+    """The agent's cap on this tool's calls in a run ({"send_email": 1}), when it is reached.
+    Counted are calls that ran; a refused or denied one did not."""
+    cap = (snapshot["agent"].get("tool_caps") or {}).get(call["name"])
+    if cap is None or state.tool_uses.get(call["name"], 0) < cap:
+        return None
+    return Refused(code="tool_cap", reason=f"{call['name']} may run at most {cap} time{'s' if cap != 1 else ''} "
+                                           "in a run, and it has; it did not run")
 
 
 def _facts(state: RunState, snapshot: dict, deps: Deps, decisions: dict, *, asked: bool) -> RunFacts:

@@ -273,8 +273,13 @@ def test_the_calls_after_one_the_gate_refuses_wait_for_the_batch_step():
 
 def test_a_model_call_that_spends_the_token_budget_runs_none_of_its_tools():
     tools = Tools()
-    snap = snapshot(max_tokens=15)  # one model call uses 15
-    first = step(harness.initial_state("Go."), snap, deps(Model([("get_account", {"account_id": "A-1"})]), tools))
+    # The call's estimate (its request, and a reply of at most 1 token) fits in 1,000; what the
+    # backend reports it used does not: an estimate can be wrong, so the budget is checked after too.
+    snap = snapshot(max_tokens=1_000, model_profile={"name": "test", "model": "m-1", "backend": "scripted",
+                                                     "max_tokens": 1})
+    calls = [ToolCall(id="m0", name="get_account", arguments={"account_id": "A-1"})]
+    overspent = ModelResponse("Looking it up.", calls, Usage(990, 10), "m-1", "scripted")
+    first = step(harness.initial_state("Go."), snap, deps(lambda request: overspent, tools))
     assert isinstance(first.outcome, harness.Continue) and tools.ran == [] and first.state["pending"]
     assert step(first.state, snap, deps(Model(), tools)).outcome == harness.Finish(RunStatus.STOPPED,
                                                                                   stop_reason="token_budget")
