@@ -229,18 +229,19 @@ def _mail(event: str, messages: list[EmailMessage]) -> None:
         # never waits on a silent mail server for ever.
         connection = get_connection(timeout=getattr(settings, "EMAIL_TIMEOUT", None) or 10)
         connection.open()
-    except Exception:
+    except Exception as exc:  # a mail server that is down is the deployment's state, not a bug: no traceback
         FAILURES["mail"] += len(messages)
-        logger.exception("notify: no mail connection for the %s notice (%d message(s) not sent)", event, len(messages))
+        logger.warning("notify: no mail connection for the %s notice (%d message(s) not sent): %s: %s", event,
+                       len(messages), type(exc).__name__, exc)
         return
     try:
         for message in messages:
             try:
                 connection.send_messages([message])
                 SENT["mail"] += 1
-            except Exception:
+            except Exception as exc:
                 FAILURES["mail"] += 1
-                logger.exception("notify: the %s mail was not sent", event)
+                logger.warning("notify: the %s mail was not sent: %s: %s", event, type(exc).__name__, exc)
     finally:
         try:
             connection.close()

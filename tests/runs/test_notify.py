@@ -201,7 +201,7 @@ def test_a_request_decided_before_its_notice_went_out_is_not_announced(demo, app
 
 
 def test_a_mail_server_that_is_down_breaks_neither_the_park_nor_the_decision(
-        demo, approver, settings, django_capture_on_commit_callbacks):
+        demo, approver, settings, caplog, django_capture_on_commit_callbacks):
     # A real SMTP client against a port in this suite's block where nothing listens.
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", 8129
@@ -214,6 +214,8 @@ def test_a_mail_server_that_is_down_breaks_neither_the_park_nor_the_decision(
     assert response.status_code == 200
     assert ApprovalRequest.objects.get(id=approval.id).status == "approved"
     assert notify.FAILURES["mail"] == before + 2
+    failures = [r for r in caplog.records if r.name == "runs.notify"]
+    assert [r.levelname for r in failures] == ["WARNING", "WARNING"] and "ConnectionRefusedError" in failures[0].message
 
 
 def test_a_budget_request_is_announced_without_its_figures(demo, django_capture_on_commit_callbacks):
