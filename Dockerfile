@@ -38,6 +38,7 @@ COPY skills/ skills/
 COPY runs/ runs/
 COPY review/ review/
 COPY evals/ evals/
+COPY triggers/ triggers/
 COPY warrant_verify/ warrant_verify/
 COPY templates/ templates/
 # collectstatic at build time: content-hashed, compressed copies in /app/static, served by whitenoise.

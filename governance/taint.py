@@ -35,6 +35,10 @@ def opening_taint(snapshot: dict, text: str) -> list[tuple[str, list[str]]]:
     the input, then the description of each tool it is shown (a poisoned description reaches the
     model verbatim, an injection like any other; an untrusted source's taints whatever its words)."""
     found = [("input", screen(text))]
+    if (origin := snapshot.get("origin")) and origin.get("untrusted"):
+        # A webhook's payload was written by whoever can reach the sender: the input built from it
+        # is untrusted whatever its words (runs.start's origin, triggers/).
+        found.insert(0, (f"{origin.get('kind', 'external')} payload of trigger {origin.get('trigger', '?')}", [UNTRUSTED]))
     for name in shown_tools(snapshot):
         tool = snapshot["tools"][name]
         patterns = screen_known(tool.get("description", ""))

@@ -16,13 +16,18 @@ class InvalidRunRequest(DomainError):
     code = "invalid"
 
 
-def run_start(*, agent_slug: str, input_text: str, caller, governance_stamp: str | None = None) -> tuple[Run, bool]:
+def run_start(*, agent_slug: str, input_text: str, caller, governance_stamp: str | None = None,
+              origin: dict | None = None) -> tuple[Run, bool]:
     """Create a queued run with its governance frozen, and enqueue it: (run, True).
 
     `governance_stamp`: the stamp read when the run was asked for (the API reads it with the
     caller's permission); by default it is read here. Retries are the API's concern
     (runs.idempotency): every call starts a run, and the second value, kept for the callers of the
     time when run_start answered a retried key itself, is always True.
+
+    `origin`: where a run nobody typed came from (triggers: the trigger, schedule or delivery, the
+    payload's digest, whether it is untrusted), kept in the snapshot and the first event, so the
+    receipt binds it; an untrusted origin taints the run from its start (governance.taint).
     """
     if not isinstance(input_text, str) or not input_text.strip():
         raise InvalidRunRequest("input is required", details={"input": ["This field is required."]})
@@ -33,6 +38,8 @@ def run_start(*, agent_slug: str, input_text: str, caller, governance_stamp: str
         raise InvalidRunRequest(f"there is no agent {agent_slug!r}", details={"agent": [f"unknown agent {agent_slug!r}"]})
     if snapshot is None:
         raise Conflict(f"agent {agent_slug!r} has no published version", details={"agent": agent_slug})
+    if origin is not None:
+        snapshot["origin"] = origin
     with transaction.atomic():
         run = Run.objects.create(
             agent=governance.agent, agent_version=governance.version, caller=caller,
@@ -42,7 +49,7 @@ def run_start(*, agent_slug: str, input_text: str, caller, governance_stamp: str
         )
         write_events(run, 1, [(0, "run_created", {
             "agent": governance.agent.slug, "agent_version": snapshot["agent"]["version"], "caller": snapshot["caller"],
-            "policy_snapshot_sha256": run.policy_snapshot_sha256})])
+            "policy_snapshot_sha256": run.policy_snapshot_sha256} | ({"origin": origin} if origin is not None else {}))])
         # The embedded worker claims the run as written here, without reading it back.
         enqueue(run.id, known=run)
     return run, True

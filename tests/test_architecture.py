@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "governance", "agents", "skills", "runs", "review", "evals", "warrant", "warrant_verify")
-APPS = {"governance", "agents", "skills", "runs", "review", "evals", "warrant"}
+PACKAGES = ("core", "governance", "agents", "skills", "runs", "review", "evals", "triggers", "warrant",
+            "warrant_verify")
+APPS = {"governance", "agents", "skills", "runs", "review", "evals", "triggers", "warrant"}
 
 # Which packages each may import at module level. governance's policies are scoped to agents and tools
 # and its dry run matches skills, so it sits above agents and skills; runs uses all of them;
@@ -31,6 +32,7 @@ ALLOWED = {
     "runs": {"core", "agents", "skills", "governance", "warrant_verify"},
     "review": {"core", "agents", "skills", "governance", "runs", "warrant_verify"},  # the dashboard reads runs
     "evals": {"core", "agents", "skills", "governance", "runs"},  # golden cases run through the harness
+    "triggers": {"core", "agents", "skills", "governance", "runs"},  # a schedule or webhook starts a run
     "warrant": {"core", "agents", "skills", "governance", "runs", "review", "warrant_verify"},
     "warrant_verify": set(),  # the standalone verifier: the standard library and `cryptography` only
 }

@@ -56,6 +56,8 @@ INSTALLED_APPS = [
     "runs",
     "review",
     "evals",
+    "django_celery_beat",
+    "triggers",
 ]
 
 MIDDLEWARE = [
@@ -247,6 +249,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "warrant.schema.document_errors"],
+    # Tool sources and triggers both name a choice "kind": each enum gets its own name.
+    "ENUM_NAME_OVERRIDES": {"TriggerKindEnum": "triggers.models.Trigger.Kind",
+                            "ToolSourceKindEnum": "agents.models.ToolSource.Kind"},
 }
 
 # Bodies larger than this are refused before a view sees them.
@@ -260,39 +265,8 @@ CACHES = {
     )
 }
 
-# --- Celery -----------------------------------------------------------------------------
-# No broker configured = the embedded default: tasks run in-process, in order, right after
-# the transaction that enqueued them commits.
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
-CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
-CELERY_TASK_EAGER_PROPAGATES = True
-if not CELERY_BROKER_URL:
-    CELERY_BROKER_URL = "memory://"
-CELERY_TASK_SERIALIZER = "json"
-CELERY_RESULT_SERIALIZER = "json"
-CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_TASK_IGNORE_RESULT = True
-# Workers keep our LOGGING (JSON lines with the run id) instead of replacing the root logger's handlers.
-CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-# A message is acknowledged only after the step finished, and a worker that dies mid-step
-# gives it back: the compare-and-set claim makes the redelivery a no-op when work was done.
-CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# With the lease heartbeat (runs.lease) a step may legitimately take minutes (a slow model or tool call).
-CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("WARRANT_TASK_SOFT_TIME_LIMIT", "900"))
-CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 30
-# Longer than the longest task, so Redis does not hand an unacked message to a second worker while the first
-# still runs it (a second delivery would be a no-op anyway: the claim is compare-and-set on a renewed lease). It
-# plays no part in recovery: a dead worker's run is re-enqueued by the reconciler once its short lease lapses.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 4}
-
-CELERY_BEAT_SCHEDULE = {
-    "warrant-reconcile": {
-        "task": "runs.run_reconcile",
-        "schedule": float(os.environ.get("WARRANT_RECONCILE_SECONDS", "5")),
-    },
-}
+# --- Celery: warrant/celery_config.py (the broker, delivery, time limits, beat) ----------
+from warrant.celery_config import *  # noqa: E402,F403
 
 # --- Warrant ----------------------------------------------------------------------------
 WARRANT = {
