@@ -90,6 +90,8 @@ def receipt_body(run: Run) -> dict:
             "hash": snapshot["agent"]["sha256"],
         },
         "caller": {"username": snapshot["caller"]["username"], "roles": snapshot["caller"]["roles"]},
+        # A run nobody typed: its trigger, schedule fire or delivery, and the payload's digest (triggers/).
+        **({"origin": snapshot["origin"]} if "origin" in snapshot else {}),
         "status": run.status,
         "stop_reason": run.stop_reason or None,
         "error": run.error or None,

@@ -13,6 +13,7 @@ api = [
     path("", include("skills.urls")),
     path("", include("review.urls")),
     path("", include("evals.urls")),
+    path("", include("triggers.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its start-up script as a file: the content security policy allows no inline script.
     path("docs/", pages.ApiDocsView.as_view(url_name="schema"), name="docs"),
