@@ -29,6 +29,7 @@ from runs.lifecycle import run_checkpoint, run_claim, run_finish, run_release
 from runs.models import ApprovalRequest, Run
 from runs.outbox import UnknownOutcome, side_effect_execute
 from runs.queue import enqueue
+from runs.standing import standing_use
 from runs.states import ErrorCode, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -56,11 +57,16 @@ def _deps(run: Run, worker: str) -> harness.Deps:
             return span.done(dispatch(tool=tool, arguments=call["arguments"], ctx=ToolContext(str(run.id), caller),
                                       stamp=stamp))
 
+    def standing(call: dict, needed) -> str | None:
+        found = standing_use(run=run, call=call, approver_role=needed.approver_role, policy=needed.policy)
+        return str(found.pk) if found is not None else None
+
     return harness.Deps(
         complete=partial(model_complete, chain=chain),
         execute=execute,
         granted_now=granted_now,
         leaks=lambda arguments: redaction.leaks(arguments, secrets=redaction.env_secrets()),
+        standing=standing,
     )
 
 

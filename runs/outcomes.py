@@ -16,6 +16,10 @@ class Deps:
     now: Callable[[], float] = time.time
     # Kinds of secret found in a call's arguments (API keys, card numbers); see governance.redaction.
     leaks: Callable[[dict], list[str]] = lambda arguments: []
+    # (call, the gate's NeedsApproval) -> the id of a live standing approval that answers the
+    # call, its use counted (runs.standing), or None: ask people. Looked up at the call, so a
+    # revocation mid-run bites. An eval's sandbox keeps this default and never uses one.
+    standing: Callable[..., str | None] = lambda call, needed: None
 
 
 @dataclass(frozen=True)

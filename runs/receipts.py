@@ -15,6 +15,7 @@ from django.dispatch import Signal
 
 from runs import outcome_refusals, signing, witness
 from runs.models import ApprovalRequest, Receipt, Run
+from runs.standing import receipt_entries
 from runs.trace import trace_head_of
 from warrant_verify.jcs import canonicalize
 from warrant_verify.messages import GENESIS, receipt_hash, receipt_message
@@ -106,8 +107,11 @@ def receipt_body(run: Run) -> dict:
         ],
         "model_calls": [_model_call(c) for c in state.get("model_calls", [])],
         "tool_calls": [
-            {k: c[k] for k in ("name", "ok", "code", "duration_ms", "approval_id")} for c in state.get("tool_log", [])
+            {k: c[k] for k in ("name", "ok", "code", "duration_ms", "approval_id", "standing_approval_id") if k in c}
+            for c in state.get("tool_log", [])
         ],
+        # The standing approvals its calls ran under (runs.standing), each once: no query without one.
+        "standing_approvals": _standing_used(state),
         # A run that never parked has no approval requests: no query for them (see RunState.parks).
         "approvals": approvals_of(run.id) if state.get("parks", 1) else [],
         # What the run set out to do and was refused, with why; the outcome says whether it did it all.
@@ -124,6 +128,15 @@ def receipt_body(run: Run) -> dict:
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
     }
+
+
+def _standing_used(state: dict) -> list[dict]:
+    ids = list(dict.fromkeys(c["standing_approval_id"] for c in state.get("tool_log", [])
+                             if c.get("standing_approval_id")))
+    if not ids:
+        return []
+    calls = [c.get("standing_approval_id") for c in state.get("tool_log", [])]
+    return [entry | {"calls": calls.count(entry["id"])} for entry in receipt_entries(ids)]
 
 
 # Recorded since real backends arrived; runs from before have none of them.

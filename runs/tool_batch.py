@@ -61,19 +61,24 @@ def run_tools(state: RunState, snapshot: dict, deps: Deps, events: list, *, run_
             if _refuse(state, events, call, verdict):
                 return unusable_twice(verdict.reason)
             continue
-        approval_id = None
+        approval_id = standing_id = None
         if isinstance(verdict, NeedsApproval):
-            if decision is None or decision["status"] == "pending":
+            if decision is None and (standing_id := _standing(state, call, verdict, deps)) is not None:
+                events.append(("standing_approval_used", {"standing_approval_id": standing_id, "tool": call["name"],
+                                                          "call_id": call["id"]}))
+            elif decision is None or decision["status"] == "pending":
                 return _park(state, snapshot, call, digest, verdict)
-            if decision["status"] != "approved":
+            elif decision["status"] != "approved":
                 _deny(state, events, call, decision)
                 continue
-            approval_id = decision["id"]
+            else:
+                approval_id = decision["id"]
         started = deps.now()
         envelope = deps.execute(call, side_effect=tools[call["name"]]["side_effect"], approval_id=approval_id)
         state.tool_uses[call["name"]] = state.tool_uses.get(call["name"], 0) + 1
         _record(state, events, call, envelope, duration_ms=int((deps.now() - started) * 1000),
-                approval_id=approval_id, trusted=bool(tools[call["name"]].get("trusted", False)))
+                approval_id=approval_id, trusted=bool(tools[call["name"]].get("trusted", False)),
+                standing_approval_id=standing_id)
         if (taint := _read_untrusted(state, call, tools[call["name"]], envelope)) is not None:
             events.append(("tainted", taint))
     return Continue()
@@ -95,6 +100,17 @@ def _facts(state: RunState, snapshot: dict, deps: Deps, decisions: dict, *, aske
         taint_reasons=state.taint_reasons, active_skills=state.active_skills, granted_now=deps.granted_now,
         approval_requests=len(decisions), asked=asked, leaks=deps.leaks, spoofed=provenance.flags,
     )
+
+
+def _standing(state: RunState, call: dict, needed: NeedsApproval, deps: Deps) -> str | None:
+    """A standing approval answers only a policy's question asked of one person, and never in a
+    tainted run or for arguments carrying a secret or a look-alike address: those reasons hold
+    whatever anyone said in advance (runs.standing has the rest of the rules)."""
+    if state.tainted or needed.policy is None or getattr(needed, "quorum", 1) != 1:
+        return None
+    if deps.leaks(call["arguments"]) or provenance.flags(call["arguments"]):
+        return None
+    return deps.standing(call, needed)
 
 
 def _refuse(state: RunState, events: list, call: dict, refused: Refused) -> bool:
@@ -143,12 +159,15 @@ def _read_untrusted(state: RunState, call: dict, tool: dict, envelope: dict) -> 
 
 
 def _record(state: RunState, events: list, call: dict, envelope: dict, *, duration_ms: int = 0,
-            approval_id: str | None = None, count: bool = True, trusted: bool | None = None) -> None:
+            approval_id: str | None = None, count: bool = True, trusted: bool | None = None,
+            standing_approval_id: str | None = None) -> None:
     state.pending.pop(0)
     if count:
         state.tool_calls += 1
     entry = {"name": call["name"], "ok": envelope["ok"], "code": envelope.get("code", ""),
              "duration_ms": duration_ms, "approval_id": approval_id}
+    if standing_approval_id:  # only then: the entries of calls without one keep their shape
+        entry["standing_approval_id"] = standing_approval_id
     state.tool_log.append(entry)
     extra = {} if trusted is None else {"source_trusted": trusted}  # the mark it was read under, in the signed trace
     events.append(("tool_call", entry | {"call_id": call["id"], "arguments": call["arguments"], "result": envelope}

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs import api, receipts_api
+from runs import api, receipts_api, standing_api
 
 urlpatterns = [
     path("runs/", api.RunListCreateApi.as_view(), name="run-list"),
@@ -10,6 +10,11 @@ urlpatterns = [
     path("approvals/", api.ApprovalListApi.as_view(), name="approval-list"),
     path("approvals/<uuid:approval_id>/approve/", api.ApprovalApproveApi.as_view(), name="approval-approve"),
     path("approvals/<uuid:approval_id>/deny/", api.ApprovalDenyApi.as_view(), name="approval-deny"),
+    path("standing-approvals/", standing_api.StandingApprovalListCreateApi.as_view(), name="standing-list"),
+    path("standing-approvals/<uuid:standing_id>/", standing_api.StandingApprovalDetailApi.as_view(),
+         name="standing-detail"),
+    path("standing-approvals/<uuid:standing_id>/revoke/", standing_api.StandingApprovalRevokeApi.as_view(),
+         name="standing-revoke"),
     path("receipts/", receipts_api.ReceiptListApi.as_view(), name="receipt-list"),
     path("receipts/export/", receipts_api.ReceiptExportApi.as_view(), name="receipt-export"),
     path("receipts/keys/", receipts_api.ReceiptKeysApi.as_view(), name="receipt-keys"),

@@ -26,12 +26,14 @@ Personas (the demo of docs/design.md):
 
 import re
 import string
+from datetime import timedelta
 from functools import cached_property
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
@@ -42,7 +44,8 @@ from governance import services as governance_services
 from governance.models import Policy, ToolGrant
 from governance.tokens import token_issue
 from runs import services as run_services
-from runs.models import ApprovalRequest, Receipt, Run
+from runs.models import ApprovalRequest, Receipt, Run, StandingApproval
+from runs.standing import standing_grant
 from skills.models import Skill
 from skills.services import skill_import
 
@@ -67,6 +70,12 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     ("GET", "approvals/"):                          (401,  200,  200,  200,  200,  200),  # filtered to the persona's roles (compliance/superuser: all)
     ("POST", "approvals/{approval_id}/approve/"):   (401,  404,  200,  403,  403,  404),  # operator: not in secops, request invisible
     ("POST", "approvals/{approval_id}/deny/"):      (401,  404,  200,  403,  403,  404),  # compliance/admin see it, may not decide it
+    # --- standing approvals: granted by members of the role a policy asks (superusers not exempt); revoked by
+    # the granter, the role's members or a superuser; seen by the role's members and compliance.
+    ("GET", "standing-approvals/"):                 (401,  200,  200,  200,  200,  200),  # filtered (operator/outsider: empty)
+    ("POST", "standing-approvals/"):                (401,  403,  201,  403,  403,  403),
+    ("GET", "standing-approvals/{standing_id}/"):   (401,  404,  200,  200,  200,  404),
+    ("POST", "standing-approvals/{standing_id}/revoke/"): (401, 404, 200, 403, 200, 404),  # compliance reads it, may not revoke
     # --- receipts: read-only; compliance reads all, an owner reads their own.
     ("GET", "receipts/"):                           (401,  200,  200,  200,  200,  200),  # filtered (approver/outsider: empty)
     ("GET", "receipts/export/"):                    (401,  200,  200,  200,  200,  200),  # filtered (approver/outsider: empty file)
@@ -151,6 +160,7 @@ KNOWN_DEFECTS: dict[tuple[str, str, str], str] = {}
 TARGETS = {
     "runs": {"run_id": "finished_run_id"},
     "approvals": {"approval_id": "pending_approval_id"},
+    "standing-approvals": {"standing_id": "standing_approval_id"},
     "receipts": {"receipt_id": "receipt_id"},
     "policies": {"policy_id": "policy_id"},
     "roles": {"name": "role_name"},
@@ -188,6 +198,11 @@ BODIES = {
     ("POST", "runs/{run_id}/cancel/"): {},
     ("POST", "approvals/{approval_id}/approve/"): {"reason": "matrix"},
     ("POST", "approvals/{approval_id}/deny/"): {"reason": "matrix"},
+    ("POST", "standing-approvals/"): {"tool": "send_email", "role": "secops", "reason": "matrix",
+                                      "arguments": {"to": {"equals": "dana@example.com"}, "subject": {"equals": "Hi"},
+                                                    "body": {"in": ["Hello", "Hi"]}},
+                                      "expires_at": (timezone.now() + timedelta(days=7)).isoformat()},
+    ("POST", "standing-approvals/{standing_id}/revoke/"): {"reason": "matrix"},
     ("POST", "policies/"): {"name": "matrix-new-policy", "type": "playbook", "keywords": ["matrix"],
                             "content": "1. Call `list_accounts`."},
     ("POST", "policies/evaluate/"): {"agent": "crm-assistant", "input": "Delete the account Initech."},
@@ -260,6 +275,12 @@ class World:
         return approval
 
     @cached_property
+    def standing_approval(self) -> StandingApproval:
+        return standing_grant(user=_user("approver"), tool="delete_account", agent=None, role="secops",
+                              arguments={"account_id": {"equals": "A-400"}}, reason="matrix", via="session",
+                              expires_at=timezone.now() + timedelta(days=1))
+
+    @cached_property
     def policy(self) -> Policy:
         return governance_services.policy_create(values={
             "name": "matrix-policy", "type": "playbook", "keywords": ["matrixword"],
@@ -309,6 +330,7 @@ class World:
     finished_run_id = property(lambda self: self.finished_run.id)
     parked_run_id = property(lambda self: self.parked_run.id)
     pending_approval_id = property(lambda self: self.pending_approval.id)
+    standing_approval_id = property(lambda self: self.standing_approval.id)
     receipt_id = property(lambda self: self.finished_run.receipt.id)
     policy_id = property(lambda self: self.policy.pk)
     role_name = property(lambda self: self.role.name)
@@ -406,6 +428,10 @@ def _assert_effect(world, method, route, persona, expected, response):
             assert approval.decided_by.username == persona
         else:
             assert approval.status == "pending" and approval.decided_by is None
+    elif (method, route) == ("POST", "standing-approvals/"):
+        assert StandingApproval.objects.filter(reason="matrix", tool="send_email").exists() is allowed
+    elif (method, route) == ("POST", "standing-approvals/{standing_id}/revoke/"):
+        assert (StandingApproval.objects.get(id=world.standing_approval_id).revoked_at is not None) is allowed
     elif route == "runs/{run_id}/cancel/":
         assert Run.objects.get(id=world.parked_run_id).status == ("cancelled" if allowed else "awaiting_approval")
     elif (method, route) == ("POST", "policies/"):
