@@ -151,9 +151,10 @@ def _agent_apply(agent: Agent, values: dict) -> list[Tool] | None:
         agent.model_profile = profiles[0] if profiles else None
     tools = _by_names(Tool, list(values["tools"]), field="tools", errors=errors) if "tools" in values else None
     if "budget_role" in values:
-        roles = _by_names(Group, [values["budget_role"]], field="budget_role", errors=errors) if values[
-            "budget_role"] else [None]
-        agent.budget_role = roles[0] if roles else None
+        name = values["budget_role"]
+        agent.budget_role = Group.objects.filter(name=name).first() if name else None
+        if name and agent.budget_role is None:
+            errors["budget_role"] = [f"no role named {name!r}"]
     if "tool_caps" in values or "tools" in values:
         names = [t.name for t in tools] if tools is not None else (
             list(agent.tools.values_list("name", flat=True)) if agent.pk else [])

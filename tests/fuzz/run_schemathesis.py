@@ -189,6 +189,9 @@ BUSINESS_RULES = {
                      r"|A tool that requires approval names the role that approves it\.$)",
     "tool": r"^Object with name=.* does not exist\.$",
     "tools": r"^Unknown tool: ",
+    # agents.services: an agent's budget role must exist, and it caps only tools it has.
+    "budget_role": r"^no role named ",
+    "tool_caps": r"^Caps only tools the agent has; ",
     "model_profile": r"^Unknown model profile: ",
     "fallbacks": r"^(Unknown model profile: |A profile may not fall back to itself\.$|Fallbacks form a cycle )",
     # agents.backends: a backend is a registered name (none of the fuzzer's made-up names is).
