@@ -21,10 +21,12 @@ SECRET = "s3cret-for-the-receiver"
 
 
 class Receiver(ThreadingHTTPServer):
+    """A notice receiver that checks each signature with SECRET (tests/services uses it too)."""
+
     allow_reuse_address = True
 
-    def __init__(self):
-        super().__init__(("127.0.0.1", PORT), Handler)
+    def __init__(self, port: int = PORT):
+        super().__init__(("127.0.0.1", port), Handler)
         self.received, self.answer = [], 204
 
 
