@@ -39,6 +39,9 @@ def _redacted(value, kinds):
 
 class PendingApprovalSerializer(serializers.Serializer):
     id = serializers.UUIDField()
+    kind = serializers.ChoiceField(choices=["tool_call", "budget"], help_text="budget: the run waits for more budget "
+                                   "(awaiting_budget); its tool is empty and `budget` says what ran out.")
+    budget = serializers.JSONField(help_text='For kind budget: {"kind", "used", "limit", "asked"}; else {}.')
     tool = serializers.CharField()
     arguments = serializers.JSONField()
     approver_role = serializers.CharField(source="approver_role.name")

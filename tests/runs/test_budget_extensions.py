@@ -120,3 +120,26 @@ def test_a_tools_cap_refuses_the_call_over_it(operator):
     refused = events(run["id"], "tool_refused")
     assert [(r["tool"], r["code"]) for r in refused] == [("get_account", "tool_cap")]
     assert Run.objects.get(id=run["id"]).snapshot["agent"]["tool_caps"] == {"get_account": 1}
+
+
+def test_a_run_waiting_for_budget_can_be_cancelled_and_its_request_closes(operator):
+    _republish(max_turns=1, budget_role=Group.objects.get(name="secops"))
+    run = start(operator, HEALTH)
+    request = _budget_request(run["id"])
+    response = operator.post(f"/api/v1/runs/{run['id']}/cancel/")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    request.refresh_from_db()
+    assert request.status == "cancelled"
+
+
+def test_a_run_extended_verifies_with_its_budget_decisions_in_the_receipt(operator, approver, compliance):
+    _republish(max_turns=1, budget_role=Group.objects.get(name="secops"))
+    run = start(operator, HEALTH)
+    while run["status"] == "awaiting_budget":
+        approver.post(f"/api/v1/approvals/{_budget_request(run['id']).id}/approve/", {}, format="json")
+        run = _run(operator, run["id"])
+    assert run["status"] == "succeeded"
+    receipt = compliance.get(f"/api/v1/receipts/{run['receipt_id']}/").json()
+    assert {a["decided_by"] for a in receipt["body"]["approvals"]} == {"approver"}
+    verified = compliance.get(f"/api/v1/receipts/{run['receipt_id']}/verify/").json()
+    assert verified["valid"] is True, verified
