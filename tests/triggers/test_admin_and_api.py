@@ -1,0 +1,107 @@
+"""The workbench shows triggers with their last run and success rate and lets a governance admin
+pause one; the API manages triggers (secret shown once, rotated, fires listed)."""
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from tests.triggers.helpers import deliver, schedule, service_account, webhook
+from triggers.models import ServiceAccount, Trigger
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LIST = {"ticket": {"title": "List all accounts."}}
+
+
+def test_the_changelist_shows_last_run_and_success_rate_and_a_governance_admin_pauses(demo, governance_admin):
+    trigger, secret = webhook()
+    for n in range(3):
+        assert deliver("helpdesk", secret, {"ticket": {"title": "List all accounts.", "n": n}},
+                       delivery=f"e{n}").status_code == 202
+    page = governance_admin.browser.get("/admin/triggers/trigger/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "helpdesk" in text and "100% of 3" in text and "succeeded" in text
+    detail = governance_admin.browser.get(f"/admin/triggers/trigger/{trigger.pk}/change/").content.decode()
+    assert "recent fires" in detail.lower() and "e2" in detail and secret not in detail
+    response = governance_admin.browser.post("/admin/triggers/trigger/", {
+        "action": "pause", "_selected_action": [trigger.pk]})
+    assert response.status_code == 302
+    trigger.refresh_from_db()
+    assert not trigger.enabled and trigger.paused_by == governance_admin.user
+
+
+def test_compliance_reads_triggers_in_the_workbench_but_cannot_pause(demo, compliance_officer):
+    trigger, _ = webhook()
+    assert compliance_officer.browser.get("/admin/triggers/trigger/").status_code == 200
+    compliance_officer.browser.post("/admin/triggers/trigger/", {"action": "pause", "_selected_action": [trigger.pk]})
+    trigger.refresh_from_db()
+    assert trigger.enabled
+
+
+def test_an_operator_does_not_see_triggers_in_the_workbench(demo, caller):
+    webhook()
+    caller.user.is_staff = True
+    caller.user.save()
+    assert caller.browser.get("/admin/triggers/trigger/").status_code == 403
+
+
+def test_a_service_account_is_made_in_the_workbench_without_a_password(demo, governance_admin):
+    from django.contrib.auth.models import Group
+
+    response = governance_admin.browser.post("/admin/triggers/serviceaccount/add/", {
+        "username": "monitor-bot", "roles": [Group.objects.get(name="operators").pk], "description": "alerts"})
+    assert response.status_code == 302, response.content[:2000]
+    account = ServiceAccount.objects.get(user__username="monitor-bot")
+    assert not account.user.has_usable_password() and list(account.user.groups.values_list("name", flat=True)) == [
+        "operators"]
+
+
+def test_the_api_creates_a_webhook_trigger_and_shows_its_secret_once(demo, admin, operator):
+    service_account()
+    created = admin.post("/api/v1/triggers/", {
+        "name": "alerts", "kind": "webhook", "agent": "crm-assistant", "service_account": "helpdesk-bot",
+        "input_template": "{{ payload.ticket.title }}", "concurrency": "queue"}, format="json")
+    assert created.status_code == 201, created.content
+    body = created.json()
+    secret = body["secret"]
+    assert secret.startswith("whsec_") and body["hook_url"] == "/api/v1/hooks/alerts/"
+    read = admin.get("/api/v1/triggers/alerts/").json()
+    assert "secret" not in read and secret not in str(read) and secret not in Trigger.objects.get().secret_encrypted
+    assert deliver("alerts", secret, LIST, delivery="x1").status_code == 202
+    fires = operator.get("/api/v1/triggers/alerts/fires/").json()["results"]
+    assert [f["outcome"] for f in fires] == ["started"] and fires[0]["run_status"] == "succeeded"
+    assert operator.get("/api/v1/triggers/alerts/").json()["stats"]["success_rate"] == 1.0
+    rotated = admin.post("/api/v1/triggers/alerts/rotate-secret/").json()["secret"]
+    again = {"ticket": {"title": "List all accounts.", "id": 2}}
+    assert deliver("alerts", secret, again, delivery="x2").status_code == 401
+    assert deliver("alerts", rotated, again, delivery="x3").status_code == 202
+    assert operator.post("/api/v1/triggers/alerts/pause/").status_code == 403
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"kind": "schedule", "cron": "bad"}, "schedule"),
+    ({"kind": "webhook", "input_template": "{{ payload.x "}, "input_template"),
+    ({"kind": "webhook", "service_account": "operator"}, "service_account"),
+    ({"kind": "webhook", "payload_schema": {"type": "nope"}}, "payload_schema"),
+])
+def test_the_api_refuses_a_trigger_that_cannot_be_kept(demo, admin, body, field):
+    service_account()
+    base = {"name": "t", "agent": "crm-assistant", "service_account": "helpdesk-bot", "input_template": "Hi"}
+    answer = admin.post("/api/v1/triggers/", base | body, format="json")
+    assert answer.status_code == 400, answer.content
+    assert field in answer.json()["error"]["details"]
+
+
+def test_patch_changes_a_schedule_and_its_periodic_task(demo, admin):
+    schedule("morning", cron="0 7 * * *")
+    answer = admin.patch("/api/v1/triggers/morning/", {"cron": "30 6 * * 1-5", "timezone": "Europe/Berlin"},
+                         format="json")
+    assert answer.status_code == 200, answer.content
+    trigger = Trigger.objects.get(name="morning")
+    assert trigger.periodic_task.crontab.minute == "30" and str(trigger.periodic_task.crontab.timezone) == "Europe/Berlin"
+
+
+def test_a_service_account_user_is_a_user_like_any_other(demo):
+    account = service_account()
+    assert get_user_model().objects.filter(username="helpdesk-bot", is_active=True).exists()
+    assert account.user.service_account == account
