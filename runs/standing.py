@@ -146,12 +146,13 @@ def standing_grant(*, user, tool: str, agent: str | None, arguments: dict, role:
     now = now or timezone.now()
     tool_row = Tool.objects.filter(name=tool).first()
     if tool_row is None:
-        raise InvalidStanding(f"there is no tool named {tool!r}", details={"tool": ["No such tool."]})
+        raise InvalidStanding(f"there is no tool named {tool!r}",
+                              details={"tool": [f"Object with name={tool} does not exist."]})
     agent_row = None
     if agent:
         agent_row = Agent.objects.filter(slug=agent).first()
         if agent_row is None:
-            raise InvalidStanding(f"there is no agent {agent!r}", details={"agent": ["No such agent."]})
+            raise InvalidStanding(f"there is no agent {agent!r}", details={"agent": [f"no agent named {agent!r}"]})
     if problems := pattern_problems(arguments, tool_row.input_schema):
         raise InvalidStanding("the argument pattern is not usable", details={"arguments": problems})
     if not reason or not reason.strip():

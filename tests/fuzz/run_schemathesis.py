@@ -188,6 +188,10 @@ BUSINESS_RULES = {
     "approver_role": r"^(no role named |Object with name=.* does not exist\.$|the role .* has no active members"
                      r"|A tool that requires approval names the role that approves it\.$)",
     "tool": r"^Object with name=.* does not exist\.$",
+    # runs.standing: a standing approval's pattern must be able to match a valid call, and lasts 30 days at most.
+    "arguments": r'^(must be \{"equals"|"in" (takes|lists) |the tool (takes no such|requires this) argument'
+                 r"|the tool's schema refuses )",
+    "expires_at": r"^(Must be in the future\.$|At most \d+ days from now\.$)",
     "tools": r"^Unknown tool: ",
     # agents.services: an agent's budget role must exist, and it caps only tools it has.
     "budget_role": r"^no role named ",
