@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.utils import timezone
 
-from core.api_errors import Conflict, Forbidden, Unprocessable
+from core.api_errors import Conflict, DomainError, Forbidden
 from core.permissions import compliance_role, in_role
 from review.models import ReviewItem, ReviewRecord
 from runs import signing
@@ -34,6 +34,11 @@ State, Kind = ReviewItem.State, ReviewRecord.Kind
 class Ineligible:
     code: str  # caller, approver, not_compliance, inactive
     message: str
+
+
+def refusal(field: str, message: str) -> DomainError:
+    """A 400 in the shape of a serializer's: the field, and why (a rule no schema states)."""
+    return DomainError(message, details={field: [message]})
 
 
 def _iso(value) -> str:
@@ -75,7 +80,7 @@ def review_assign(*, item: ReviewItem, assignee, by) -> ReviewItem:
         if assignee is not None:
             why = ineligible(item, assignee)
             if why:
-                raise Unprocessable(why.message, details={"reason": why.code, "assignee": assignee.get_username()})
+                raise refusal("assignee", why.message)
         open_state = State.FINDING_OPEN if item.state == State.FINDING_OPEN else (
             State.ASSIGNED if assignee else State.UNASSIGNED)
         item.assignee, item.assigned_by, item.assigned_at, item.state = (
@@ -101,27 +106,26 @@ def _next_state(item: ReviewItem, kind: str, resolves: bool) -> str:
 def _follows(item: ReviewItem, kind: str, follows) -> ReviewRecord | None:
     if kind != Kind.FOLLOW_UP:
         if follows is not None:
-            raise Unprocessable("only a follow-up follows a record", details={"field": "follows"})
+            raise refusal("follows", "only a follow-up follows a record")
         return None
     chosen = (ReviewRecord.objects.filter(item=item, kind__in=[Kind.FINDING, Kind.FOLLOW_UP]).order_by("-seq")
               if follows is None else ReviewRecord.objects.filter(item=item, pk=follows)).first()
     if chosen is None or chosen.kind == Kind.SIGN_OFF:
-        raise Unprocessable("a follow-up follows a finding or follow-up of the same review", details={"field": "follows"})
+        raise refusal("follows", "a follow-up follows a finding or follow-up of the same review")
     return chosen
 
 
 def _validate(kind: str, severity: str, note: str) -> None:
     if kind not in Kind.values:
-        raise Unprocessable(f"kind is one of {', '.join(Kind.values)}", details={"field": "kind"})
+        raise refusal("kind", f"kind is one of {', '.join(Kind.values)}")
     if kind == Kind.FINDING and severity not in ReviewRecord.Severity.values:
-        raise Unprocessable("a finding has a severity: " + ", ".join(ReviewRecord.Severity.values),
-                            details={"field": "severity"})
+        raise refusal("severity", "a finding has a severity: " + ", ".join(ReviewRecord.Severity.values))
     if kind != Kind.FINDING and severity:
-        raise Unprocessable("only a finding has a severity", details={"field": "severity"})
+        raise refusal("severity", "only a finding has a severity")
     if kind != Kind.SIGN_OFF and not note.strip():
-        raise Unprocessable("a finding or follow-up says what was found or done in its note", details={"field": "note"})
+        raise refusal("note", "a finding or follow-up says what was found or done in its note")
     if len(note) > MAX_NOTE:
-        raise Unprocessable(f"the note is longer than {MAX_NOTE} characters", details={"field": "note"})
+        raise refusal("note", f"the note is longer than {MAX_NOTE} characters")
 
 
 def review_submit(*, item: ReviewItem, reviewer, kind: str, note: str = "", severity: str = "", follows=None,
@@ -129,7 +133,7 @@ def review_submit(*, item: ReviewItem, reviewer, kind: str, note: str = "", seve
     """Append the reviewer's record to the review chain; the item's state follows it."""
     _validate(kind, severity, note)
     if resolves and kind != Kind.FOLLOW_UP:
-        raise Unprocessable("only a follow-up resolves a finding", details={"field": "resolves"})
+        raise refusal("resolves", "only a follow-up resolves a finding")
     with transaction.atomic():
         item = _locked(item)
         if item.assignee_id != reviewer.pk:

@@ -1,7 +1,14 @@
 from django.urls import path
 
-from review import api
+from review import api, api_review
 
 urlpatterns = [
     path("dashboard/summary/", api.DashboardSummaryApi.as_view(), name="dashboard-summary"),
+    path("review/rules/", api_review.RuleListCreateApi.as_view(), name="review-rules"),
+    path("review/rules/<int:rule_id>/", api_review.RuleDetailApi.as_view(), name="review-rule"),
+    path("review/queue/", api_review.QueueApi.as_view(), name="review-queue"),
+    path("review/items/<uuid:item_id>/", api_review.ItemDetailApi.as_view(), name="review-item"),
+    path("review/items/<uuid:item_id>/assign/", api_review.AssignApi.as_view(), name="review-item-assign"),
+    path("review/items/<uuid:item_id>/records/", api_review.RecordCreateApi.as_view(), name="review-item-records"),
+    path("review/verify/", api_review.ChainVerifyApi.as_view(), name="review-verify"),
 ]

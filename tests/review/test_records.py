@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, connection, transaction
 
-from core.api_errors import Conflict, Forbidden, Unprocessable
+from core.api_errors import Conflict, DomainError, Forbidden
 from review import append_only
 from review.models import ReviewItem, ReviewRecord, SamplingRule
 from review.records import review_assign, review_submit
@@ -66,7 +66,7 @@ def test_what_a_record_needs(item, lead):
     review_assign(item=item, assignee=reviewer, by=lead)
     for kind, values in [("finding", {"note": "x"}), ("finding", {"severity": "high"}), ("sign_off", {"severity": "low"}),
                          ("follow_up", {"note": "nothing open"}), ("verdict", {})]:
-        with pytest.raises((Unprocessable, Conflict)):
+        with pytest.raises((DomainError, Conflict)):
             review_submit(item=item, reviewer=reviewer, kind=kind, **values)
     assert not ReviewRecord.objects.exists()
     with pytest.raises(Forbidden):  # only the assignee writes
@@ -81,7 +81,7 @@ def test_never_the_caller_nor_an_approver_inside_the_run(operator, approver, lea
     client = APIClient()
     client.force_authenticate(both)
     own = ReviewItem.objects.get(run_id=start(client, "What is Dana Whitfield's salary?")["id"])
-    with pytest.raises(Unprocessable, match="caller"):
+    with pytest.raises(DomainError, match="caller"):
         review_assign(item=own, assignee=both, by=lead)
     decider = User.objects.get(username="approver")
     decider.groups.add(Group.objects.get(name="compliance"))
@@ -89,9 +89,9 @@ def test_never_the_caller_nor_an_approver_inside_the_run(operator, approver, lea
     assert approver.post(f"/api/v1/approvals/{run['pending_approval']['id']}/deny/", {"reason": "no"},
                          format="json").status_code == 200
     denied = ReviewItem.objects.get(run_id=run["id"])
-    with pytest.raises(Unprocessable, match="approval"):
+    with pytest.raises(DomainError, match="approval"):
         review_assign(item=denied, assignee=decider, by=lead)
-    with pytest.raises(Unprocessable, match="compliance"):
+    with pytest.raises(DomainError, match="compliance"):
         review_assign(item=denied, assignee=User.objects.get(username="operator"), by=lead)
     with pytest.raises(Forbidden):
         review_assign(item=denied, assignee=lead, by=User.objects.get(username="operator"))

@@ -1,0 +1,289 @@
+"""The compliance review API: sampling rules, the review queue, assignment, review records and
+the review chain's verification (review.sampling, review.records, review.verification)."""
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import IntegrityError, transaction
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.generics import GenericAPIView
+from rest_framework.permissions import BasePermission
+from rest_framework.response import Response
+
+from agents.models import Agent
+from core.api_errors import Conflict
+from core.api_fields import StrictFieldsMixin, StrictSerializer
+from core.api_views import PaginatedList, errors
+from review.models import ReviewItem, ReviewRecord, SamplingRule, Trigger
+from review.records import MAX_NOTE, refusal, review_assign, review_submit, user_named
+from review.verification import review_verify_chain
+from review.views import may_see_dashboard
+from runs.verification_receipt import receipt_verify
+
+
+class ReviewsCompliance(BasePermission):
+    message = "only compliance, governance admins and superusers see compliance review"
+
+    def has_permission(self, request, view) -> bool:
+        return may_see_dashboard(request.user)
+
+
+class RuleSerializer(StrictFieldsMixin, serializers.ModelSerializer):
+    agent = serializers.SlugRelatedField(slug_field="slug", queryset=Agent.objects.all(), allow_null=True,
+                                         required=False, error_messages={"does_not_exist": "unknown agent {value}"},
+                                         help_text="An agent's slug; null: every agent.")
+    percentage = serializers.DecimalField(max_digits=5, decimal_places=2, min_value=0, max_value=100, required=False,
+                                          coerce_to_string=False)
+    always = serializers.ListField(child=serializers.ChoiceField(choices=Trigger.choices), required=False,
+                                   max_length=len(Trigger.values))
+    tools = serializers.ListField(child=serializers.CharField(max_length=64), required=False, max_length=100)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+
+    class Meta:
+        model = SamplingRule
+        ref_name = "SamplingRule"
+        fields = ["id", "name", "agent", "percentage", "always", "tools", "seed", "enabled", "note", "created_by",
+                  "created_at", "updated_at"]
+        read_only_fields = ["id", "seed", "created_by", "created_at", "updated_at"]
+        extra_kwargs = {"name": {"validators": []}}  # the unique name answers 409, below
+
+    def validate(self, attrs):
+        values = {f: getattr(self.instance, f) for f in ("always", "tools")} if self.instance else {}
+        try:
+            SamplingRule(**{"always": [], "tools": []} | values | {f: attrs[f] for f in ("always", "tools")
+                                                                  if f in attrs}).clean()
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict) from None
+        return attrs
+
+
+def _save(serializer, **extra) -> SamplingRule:
+    try:
+        with transaction.atomic():
+            return serializer.save(**extra)
+    except IntegrityError:
+        raise Conflict("a sampling rule of that name exists") from None
+
+
+class RuleListCreateApi(PaginatedList, GenericAPIView):
+    permission_classes = [ReviewsCompliance]
+    serializer_class = RuleSerializer
+    queryset = SamplingRule.objects.select_related("agent", "created_by")
+    filterset_fields = ["enabled"]
+
+    @extend_schema(operation_id="review_rules_list", summary="List sampling rules", responses=RuleSerializer(many=True))
+    def get(self, request):
+        return self.list_response()
+
+    @extend_schema(operation_id="review_rules_create", summary="Create a sampling rule",
+                   description="Evaluated when each later run's receipt is sealed: the percentage is drawn as "
+                               "sha256(seed \":\" run id), the always-sample triggers from the sealed facts.",
+                   request=RuleSerializer, responses={201: RuleSerializer, **errors(400, 403, 409)})
+    def post(self, request):
+        serializer = RuleSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return Response(RuleSerializer(_save(serializer, created_by=request.user)).data, status=status.HTTP_201_CREATED)
+
+
+class RuleDetailApi(GenericAPIView):
+    permission_classes = [ReviewsCompliance]
+    serializer_class = RuleSerializer
+    queryset = SamplingRule.objects.select_related("agent", "created_by")
+    lookup_url_kwarg = "rule_id"
+
+    @extend_schema(operation_id="review_rules_retrieve", summary="Read a sampling rule",
+                   responses={200: RuleSerializer, **errors(403, 404)})
+    def get(self, request, rule_id):
+        return Response(RuleSerializer(self.get_object()).data)
+
+    @extend_schema(operation_id="review_rules_partial_update", summary="Change a sampling rule",
+                   description="Applies to runs sealed from now on; runs sampled already keep their reasons.",
+                   request=RuleSerializer, responses={200: RuleSerializer, **errors(400, 403, 404, 409)})
+    def patch(self, request, rule_id):
+        serializer = RuleSerializer(self.get_object(), data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        return Response(RuleSerializer(_save(serializer)).data)
+
+    @extend_schema(operation_id="review_rules_destroy", summary="Delete a sampling rule",
+                   description="Items it sampled keep the rule's name in their reasons.",
+                   responses={204: None, **errors(403, 404)})
+    def delete(self, request, rule_id):
+        self.get_object().delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ReasonSerializer(serializers.Serializer):
+    rule = serializers.CharField()
+    rule_id = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField(help_text="A trigger, or 'percentage'.")
+    detail = serializers.CharField()
+
+
+class RecordSerializer(serializers.ModelSerializer):
+    reviewer = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    follows = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
+    # Not "kind": approvals have a kind of other values (one name per value set in the schema).
+    record_kind = serializers.ChoiceField(source="kind", choices=ReviewRecord.Kind.choices, read_only=True)
+
+    class Meta:
+        model = ReviewRecord
+        ref_name = "ReviewRecord"
+        fields = ["id", "seq", "record_kind", "severity", "note", "follows", "resolves", "reviewer", "created_at",
+                  "prev_hash", "hash", "key_id", "signature", "body"]
+
+
+class ItemSerializer(serializers.ModelSerializer):
+    run = serializers.UUIDField(source="run_id", read_only=True)
+    receipt = serializers.UUIDField(source="receipt_id", read_only=True)
+    agent = serializers.CharField(source="run.agent.slug", read_only=True)
+    caller = serializers.CharField(source="run.caller.username", read_only=True)
+    run_status = serializers.CharField(source="run.status", read_only=True)
+    reasons = ReasonSerializer(many=True, read_only=True)
+    assignee = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    assigned_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    # Not "state" alone: one name per value set keeps the schema's enums apart.
+    review_state = serializers.ChoiceField(source="state", choices=ReviewItem.State.choices, read_only=True)
+
+    class Meta:
+        model = ReviewItem
+        ref_name = "ReviewItem"
+        fields = ["id", "run", "receipt", "agent", "caller", "run_status", "reasons", "review_state", "assignee",
+                  "assigned_by", "assigned_at", "sampled_at"]
+
+
+class VerificationSerializer(serializers.Serializer):
+    valid = serializers.BooleanField()
+    checked = serializers.IntegerField()
+    reason = serializers.CharField(allow_blank=True)
+    failures = serializers.ListField(child=serializers.CharField())
+
+    class Meta:
+        ref_name = "ReviewVerification"
+
+
+def _verification(result) -> dict:
+    return {"valid": result.valid, "checked": result.checked, "reason": result.reason,
+            "failures": [str(p) for p in result.failures]}
+
+
+class ItemDetailSerializer(ItemSerializer):
+    records = RecordSerializer(many=True, read_only=True)
+    receipt_verification = serializers.SerializerMethodField()
+
+    class Meta(ItemSerializer.Meta):
+        ref_name = "ReviewItemDetail"
+        fields = [*ItemSerializer.Meta.fields, "records", "receipt_verification"]
+
+    def get_receipt_verification(self, item) -> VerificationSerializer:
+        return _verification(receipt_verify(receipt=item.receipt))
+
+
+ITEMS = ReviewItem.objects.select_related("run__agent", "run__caller", "assignee", "assigned_by", "receipt")
+
+
+class QueueApi(PaginatedList, GenericAPIView):
+    permission_classes = [ReviewsCompliance]
+    serializer_class = ItemSerializer
+    queryset = ITEMS
+    filterset_fields = {"state": ["exact"], "assignee__username": ["exact"], "run__agent__slug": ["exact"]}
+
+    @extend_schema(operation_id="review_queue_list", summary="List sampled runs (the review queue)",
+                   description="Newest first; filter by `state`, `assignee__username` or `run__agent__slug`.",
+                   responses=ItemSerializer(many=True))
+    def get(self, request):
+        return self.list_response()
+
+
+class ItemDetailApi(GenericAPIView):
+    permission_classes = [ReviewsCompliance]
+    serializer_class = ItemDetailSerializer
+    queryset = ITEMS.prefetch_related("records__reviewer")
+    lookup_url_kwarg = "item_id"
+
+    @extend_schema(operation_id="review_items_retrieve", summary="Read a sampled run's review",
+                   description="Its reasons, assignment, records, and the receipt's verification now.",
+                   responses={200: ItemDetailSerializer, **errors(403, 404)})
+    def get(self, request, item_id):
+        return Response(ItemDetailSerializer(self.get_object()).data)
+
+
+class AssignInputSerializer(StrictSerializer):
+    assignee = serializers.CharField(max_length=150, allow_null=True,
+                                     help_text="A compliance member's username; null: back to the pool.")
+
+    class Meta:
+        ref_name = "ReviewAssignInput"
+
+
+class AssignApi(GenericAPIView):
+    permission_classes = [ReviewsCompliance]
+    serializer_class = AssignInputSerializer
+    queryset = ITEMS
+    lookup_url_kwarg = "item_id"
+
+    @extend_schema(operation_id="review_items_assign", summary="Assign a sampled run to a reviewer",
+                   description="Only the compliance role assigns, and only to a compliance member who is neither "
+                               "the run's caller nor anyone who decided an approval inside it (400 says which).",
+                   request=AssignInputSerializer, responses={200: ItemSerializer, **errors(400, 403, 404, 409)})
+    def post(self, request, item_id):
+        item = self.get_object()
+        serializer = AssignInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        name = serializer.validated_data["assignee"]
+        assignee = user_named(name) if name is not None else None
+        if name is not None and assignee is None:
+            raise refusal("assignee", f"no user named {name!r}")
+        item = review_assign(item=item, assignee=assignee, by=request.user)
+        return Response(ItemSerializer(ITEMS.get(pk=item.pk)).data)
+
+
+class RecordInputSerializer(StrictSerializer):
+    record_kind = serializers.ChoiceField(choices=ReviewRecord.Kind.choices,
+                                          help_text="sign_off, finding, or follow_up.")
+    severity = serializers.ChoiceField(choices=ReviewRecord.Severity.choices, required=False, default="",
+                                       help_text="A finding's severity (required for a finding, else absent).")
+    note = serializers.CharField(max_length=MAX_NOTE, required=False, default="", allow_blank=True,
+                                 trim_whitespace=False)
+    follows = serializers.UUIDField(required=False, allow_null=True, default=None,
+                                    help_text="A follow-up's finding or follow-up; default: the latest.")
+    resolves = serializers.BooleanField(required=False, default=False, help_text="A follow-up that closes the finding.")
+
+    class Meta:
+        ref_name = "ReviewRecordInput"
+
+
+def _via(request) -> str:
+    public_id = getattr(request.auth, "public_id", None)
+    return f"token:{public_id}" if public_id else "session"
+
+
+class RecordCreateApi(GenericAPIView):
+    permission_classes = [ReviewsCompliance]
+    serializer_class = RecordInputSerializer
+    queryset = ITEMS
+    lookup_url_kwarg = "item_id"
+
+    @extend_schema(operation_id="review_records_create", summary="Submit a review record",
+                   description="By the item's assignee: a sign-off, a finding (severity and note), or a follow-up "
+                               "of a finding (`resolves` closes it). Appended to the signed review chain; never "
+                               "changed afterwards.",
+                   request=RecordInputSerializer, responses={201: RecordSerializer, **errors(400, 403, 404, 409)})
+    def post(self, request, item_id):
+        item = self.get_object()
+        serializer = RecordInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        values = dict(serializer.validated_data)
+        values["kind"] = values.pop("record_kind")
+        record = review_submit(item=item, reviewer=request.user, via=_via(request), **values)
+        return Response(RecordSerializer(record).data, status=status.HTTP_201_CREATED)
+
+
+class ChainVerifyApi(GenericAPIView):
+    permission_classes = [ReviewsCompliance]
+    serializer_class = VerificationSerializer
+
+    @extend_schema(operation_id="review_chain_verify", summary="Verify the review chain",
+                   description="Every record's link, hash, canonical body and signature (the offline verifier's "
+                               "code), each row against its sealed body, and the append-only triggers.",
+                   responses={200: VerificationSerializer, **errors(403)})
+    def get(self, request):
+        return Response(_verification(review_verify_chain()))
