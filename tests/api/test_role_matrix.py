@@ -140,6 +140,17 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     ("GET", "docs/"):                               (401,  200,  200,  200,  200,  200),
     # --- the dashboard's figures (review/): compliance, governance admins and superusers
     ("GET", "dashboard/summary/"):                  (401,  403,  403,  200,  200,  403),
+    # --- compliance review (review/): compliance, governance admins and superusers; records by the assignee only
+    ("GET", "review/rules/"):                       (401,  403,  403,  200,  200,  403),
+    ("POST", "review/rules/"):                      (401,  403,  403,  201,  201,  403),
+    ("GET", "review/rules/{rule_id}/"):             (401,  403,  403,  200,  200,  403),
+    ("PATCH", "review/rules/{rule_id}/"):           (401,  403,  403,  200,  200,  403),
+    ("DELETE", "review/rules/{rule_id}/"):          (401,  403,  403,  204,  204,  403),
+    ("GET", "review/queue/"):                       (401,  403,  403,  200,  200,  403),
+    ("GET", "review/items/{item_id}/"):             (401,  403,  403,  200,  200,  403),
+    ("POST", "review/items/{item_id}/assign/"):     (401,  403,  403,  200,  200,  403),
+    ("POST", "review/items/{item_id}/records/"):    (401,  403,  403,  201,  403,  403),  # the assignee (compliance) only
+    ("GET", "review/verify/"):                      (401,  403,  403,  200,  200,  403),
     # --- evals (evals/): golden cases written by governance admins; governance admins and compliance read and run them
     ("GET", "evals/cases/"):                        (401,  403,  403,  200,  200,  403),
     ("POST", "evals/cases/"):                       (401,  403,  403,  403,  201,  403),
@@ -172,6 +183,7 @@ TARGETS = {
     "skills": {"name": "skill_name"},
     "tokens": {"public_id": "operator_token_id"},
     "evals": {"case_id": "golden_case_id", "run_id": "eval_run_id"},
+    "review": {"rule_id": "sampling_rule_id", "item_id": "review_item_id"},
 }
 TARGET_OVERRIDES = {
     # A finished run cannot be cancelled (409): cancel the parked one, still in flight.
@@ -228,6 +240,10 @@ BODIES = {
                                "roles": ["operators"], "expected_status": "succeeded"},
     ("PATCH", "evals/cases/{case_id}/"): {"description": "changed by the matrix"},
     ("POST", "evals/runs/"): {"agent": "crm-assistant"},
+    ("POST", "review/rules/"): {"name": "matrix-new-rule", "percentage": 10, "always": ["denial"]},
+    ("PATCH", "review/rules/{rule_id}/"): {"note": "changed by the matrix"},
+    ("POST", "review/items/{item_id}/assign/"): {"assignee": "compliance"},
+    ("POST", "review/items/{item_id}/records/"): {"record_kind": "sign_off", "note": "matrix"},
 }
 
 # Error codes of our one error body, by status.
@@ -326,6 +342,25 @@ class World:
     def eval_run(self) -> EvalRun:
         return EvalRun.objects.create(threshold=1.0)
 
+    @cached_property
+    def sampling_rule(self):
+        from review.models import SamplingRule
+
+        return SamplingRule.objects.create(name="matrix-rule", percentage=100)
+
+    @cached_property
+    def review_item(self):
+        # Sampled as any run is (the rule samples every run), and assigned to compliance.
+        from review.models import ReviewItem
+        from review.records import review_assign
+
+        self.sampling_rule  # noqa: B018 - the rule must exist before the run is sealed
+        run, _ = run_services.run_start(agent_slug="crm-assistant", input_text="List all accounts.",
+                                        caller=_user("operator"))
+        run_services.run_advance(run_id=run.id)
+        return review_assign(item=ReviewItem.objects.get(run=run), assignee=_user("compliance"),
+                             by=_user("compliance"))
+
     # What the route parameters name.
     finished_run_id = property(lambda self: self.finished_run.id)
     parked_run_id = property(lambda self: self.parked_run.id)
@@ -346,6 +381,8 @@ class World:
     operator_token_id = property(lambda self: self.operator_token.public_id)
     golden_case_id = property(lambda self: self.golden_case.pk)
     eval_run_id = property(lambda self: self.eval_run.pk)
+    sampling_rule_id = property(lambda self: self.sampling_rule.pk)
+    review_item_id = property(lambda self: self.review_item.pk)
 
     @cached_property
     def operator_token(self):

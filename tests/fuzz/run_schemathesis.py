@@ -192,7 +192,15 @@ BUSINESS_RULES = {
     "arguments": r'^(must be \{"equals"|"in" (takes|lists) |the tool (takes no such|requires this) argument'
                  r"|the tool's schema refuses )",
     "expires_at": r"^(Must be in the future\.$|At most \d+ days from now\.$)",
-    "tools": r"^Unknown tool: ",
+    # review: a sampling rule's 'tool' trigger names its tools (review.models.SamplingRule.clean).
+    "tools": r"^(Unknown tool: |the 'tool' trigger needs at least one tool name$)",
+    # review.records: what a review record needs besides its schema, and who may be assigned a review.
+    "severity": r"^(a finding has a severity: |only a finding has a severity$)",
+    "note": r"^a finding or follow-up says what was found or done in its note$",
+    "follows": r"^(only a follow-up follows a record$|a follow-up follows a finding or follow-up of the same review$)",
+    "resolves": r"^only a follow-up resolves a finding$",
+    "assignee": r"^(no user named |the reviewer's account is not active$|reviewers are members of the |the run's own "
+                r"caller may not review it$|someone who decided an approval inside the run may not review it$)",
     # agents.services: an agent's budget role must exist, and it caps only tools it has.
     "budget_role": r"^no role named ",
     "tool_caps": r"^Caps only tools the agent has; ",
