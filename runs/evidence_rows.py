@@ -77,7 +77,8 @@ def approvals(plan, tally):
 
 def runs(plan, tally):
     """The runs of the piece's receipts, then the terminal runs that finished in the period without one."""
-    columns = ("id", "status", "input", "output", "tainted", "taint_reason", "agent__slug", "finished_at")
+    columns = ("id", "status", "input", "output", "tainted", "taint_reason", "agent__slug", "finished_at", "refused_count",
+               "refused_kinds")
     sealed = (Receipt.objects.filter(seq__gte=plan.first_seq, seq__lte=plan.last_seq).order_by("seq")
               .values_list(*(f"run__{c}" for c in columns)))
     unsealed = Run.objects.filter(status__in=TERMINAL, receipt__isnull=True)
@@ -87,9 +88,10 @@ def runs(plan, tally):
         unsealed = unsealed.filter(finished_at__lt=plan.period_to)
     unsealed = unsealed.order_by("finished_at", "id").values_list(*columns)
     for has_receipt, rows in ((True, sealed), (False, unsealed)):
-        for id_, status, input_, output, tainted, taint_reason, agent, finished_at in rows.iterator(chunk_size=CHUNK):
+        for (id_, status, input_, output, tainted, taint_reason, agent, finished_at, refused_count,
+             refused_kinds) in rows.iterator(chunk_size=CHUNK):
             row = {"id": str(id_), "status": status, "input_sha256": _sha256(input_), "output_sha256": _sha256(output),
-                   "has_receipt": has_receipt}
+                   "refused_count": refused_count, "refused_kinds": refused_kinds, "has_receipt": has_receipt}
             tally.run(row, tainted=tainted, taint_reason=taint_reason, agent=agent, finished_at=iso(finished_at))
             yield row
 

@@ -286,6 +286,10 @@ def _runs(files, bodies, report: Report) -> None:
             continue
         _, body = bodies[run_id]
         differing = [name for name in RUN_FIELDS if row.get(name) != body.get(name)]
+        outcome = body.get("outcome")  # sealed since receipts list refusals; absent before
+        if isinstance(outcome, dict):
+            differing += [name for name, sealed in (("refused_count", "refused"), ("refused_kinds", "refused_kinds"))
+                          if row.get(name) != outcome.get(sealed)]
         if differing:
             report.fail("runs.jsonl", f"run {run_id}", f"{', '.join(differing)} differ from what its receipt sealed")
 

@@ -167,3 +167,18 @@ def test_which_envelopes_count_as_refusals():
     assert outcome_refusals.summary(found) == {
         "refused_count": 5, "refused_kinds": ["denied", "expired", "refused_at_call", "tool_cap"]}
     assert outcome_refusals.outcome("succeeded", [])["complete"] is True
+
+
+def test_an_evidence_bundle_carries_the_refusals_and_the_offline_verifier_holds_them_to_the_receipt(
+        operator, approver, tmp_path):
+    from tests.evidence.test_bundle_export import export, named, verify
+
+    run = _denied(operator, approver)
+    bundle = export(tmp_path / "bundle")
+    rows = [outcome_refusals.json.loads(line) for line in (bundle / "runs.jsonl").read_text().splitlines()]
+    assert [(r["refused_count"], r["refused_kinds"]) for r in rows if r["id"] == run["id"]] == [(1, ["denied"])]
+    assert verify(bundle).returncode == 0
+    Run.objects.filter(id=run["id"]).update(refused_count=0, refused_kinds=[])  # not append-only: a plain UPDATE
+    result = verify(export(tmp_path / "edited"))
+    assert result.returncode == 1 and named(result, "runs.jsonl"), result.stdout
+    assert f"run {run['id']}: refused_count, refused_kinds differ from what its receipt sealed" in result.stdout
