@@ -10,6 +10,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.api_errors import error_body
 from core.api_fields import StrictFieldsMixin
 from core.api_views import errors
 from core.permissions import IsGovernanceAdmin, ReadAnyRoleWriteGovernanceAdmin
@@ -225,7 +226,12 @@ class HookApi(APIView):
         responses={202: DeliveryAnswerSerializer, **errors(400, 401, 404, 409, 413, 422)},
     )
     def post(self, request, trigger):
-        fire = webhooks.receive(trigger, stream=request.stream, meta=request.META)
+        try:
+            fire = webhooks.receive(trigger, stream=request.stream, meta=request.META)
+        except webhooks.BadSignature as exc:
+            # A 401 names the scheme that would have been accepted (RFC 9110): a signature, not a token.
+            return Response(error_body(exc.code, exc.message, exc.details), status=exc.status_code,
+                            headers={"WWW-Authenticate": webhooks.CHALLENGE})
         return Response({"fire": fire.id, "outcome": fire.outcome, "reason": fire.reason, "run": fire.run_id,
                          "delivery_id": fire.delivery_id}, status=status.HTTP_202_ACCEPTED)
 

@@ -29,6 +29,7 @@ TIMESTAMP = "HTTP_X_WARRANT_TIMESTAMP"
 SIGNATURE = "HTTP_X_WARRANT_SIGNATURE"
 DELIVERY = "HTTP_X_WARRANT_DELIVERY"
 MAX_DELIVERY_ID = 200
+CHALLENGE = 'Warrant-Signature headers="X-Warrant-Timestamp X-Warrant-Signature", algorithm="HMAC-SHA256"'
 
 
 class BadSignature(DomainError):
