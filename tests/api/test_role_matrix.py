@@ -159,6 +159,17 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     ("DELETE", "evals/cases/{case_id}/"):           (401,  403,  403,  403,  204,  403),
     ("GET", "evals/runs/"):                         (401,  403,  403,  200,  200,  403),
     ("POST", "evals/runs/"):                        (401,  403,  403,  201,  201,  403),  # runs in isolation: no run, no side effect
+    # --- triggers (triggers/): anyone with a role reads; governance admins write, pause, resume, rotate
+    ("GET", "triggers/"):                           (401,  200,  200,  200,  200,  403),
+    ("POST", "triggers/"):                          (401,  403,  403,  403,  201,  403),
+    ("GET", "triggers/{name}/"):                    (401,  200,  200,  200,  200,  403),
+    ("PATCH", "triggers/{name}/"):                  (401,  403,  403,  403,  200,  403),
+    ("POST", "triggers/{name}/pause/"):             (401,  403,  403,  403,  200,  403),
+    ("POST", "triggers/{name}/resume/"):            (401,  403,  403,  403,  200,  403),
+    ("POST", "triggers/{name}/rotate-secret/"):     (401,  403,  403,  403,  200,  403),
+    ("GET", "triggers/{name}/fires/"):              (401,  200,  200,  200,  200,  403),
+    # a webhook delivery is authenticated by its HMAC signature only: a token is no credential there
+    ("POST", "hooks/{trigger}/"):                   (401,  401,  401,  401,  401,  401),
     ("GET", "evals/runs/{run_id}/"):                (401,  403,  403,  200,  200,  403),
 }
 
@@ -182,6 +193,8 @@ TARGETS = {
     "tool-sources": {"name": "tool_source_name"},
     "skills": {"name": "skill_name"},
     "tokens": {"public_id": "operator_token_id"},
+    "triggers": {"name": "trigger_name"},
+    "hooks": {"trigger": "trigger_name"},
     "evals": {"case_id": "golden_case_id", "run_id": "eval_run_id"},
     "review": {"rule_id": "sampling_rule_id", "item_id": "review_item_id"},
 }
@@ -244,7 +257,16 @@ BODIES = {
     ("PATCH", "review/rules/{rule_id}/"): {"note": "changed by the matrix"},
     ("POST", "review/items/{item_id}/assign/"): {"assignee": "compliance"},
     ("POST", "review/items/{item_id}/records/"): {"record_kind": "sign_off", "note": "matrix"},
+    ("POST", "triggers/"): {"name": "matrix-new-trigger", "kind": "webhook", "agent": "crm-assistant",
+                            "service_account": "matrix-bot", "input_template": "{{ payload.text }}"},
+    ("PATCH", "triggers/{name}/"): {"description": "changed by the matrix"},
+    ("POST", "triggers/{name}/pause/"): {},
+    ("POST", "triggers/{name}/resume/"): {},
+    ("POST", "triggers/{name}/rotate-secret/"): {},
+    ("POST", "hooks/{trigger}/"): {"text": "unsigned"},
 }
+# Authenticated by a signature, not a token: their 401 is a bad signature, challenged as such.
+SIGNED = {("POST", "hooks/{trigger}/")}
 
 # Error codes of our one error body, by status.
 ERROR_CODES = {401: {"not_authenticated"}, 403: {"permission_denied", "forbidden"}, 404: {"not_found"}}
@@ -385,6 +407,21 @@ class World:
     review_item_id = property(lambda self: self.review_item.pk)
 
     @cached_property
+    def trigger_service_account(self):
+        from triggers.services import service_account_create
+
+        return service_account_create(username="matrix-bot", roles=["operators"])
+
+    @cached_property
+    def trigger(self):
+        from triggers.services import trigger_create
+
+        return trigger_create(name="matrix-trigger", kind="webhook", agent="crm-assistant",
+                              input_template="{{ payload.text }}", service_account=self.trigger_service_account)[0]
+
+    trigger_name = property(lambda self: self.trigger.name)
+
+    @cached_property
     def operator_token(self):
         return token_issue(user=_user("operator"), via="command", issued_by="test")[0]
 
@@ -400,6 +437,7 @@ def world(demo):
     # The grant row POSTs for matrix-role, so the role must exist whoever asks.
     w = World()
     w.role  # noqa: B018 - created up front: the POST grants/ body names it
+    w.trigger_service_account  # noqa: B018 - the POST triggers/ body names it
     return w
 
 
@@ -447,9 +485,11 @@ def test_role_matrix_cell(world, as_persona, method, route, persona, expected):
     )
     if expected in ERROR_CODES and (method, route) not in NOT_JSON:
         error = response.json()["error"]
-        assert error["code"] in ERROR_CODES[expected] and error["message"], error
+        codes = {"bad_signature"} if (method, route) in SIGNED else ERROR_CODES[expected]
+        assert error["code"] in codes and error["message"], error
     if expected == 401:
-        assert response.headers.get("WWW-Authenticate", "").startswith("Token"), dict(response.headers)
+        challenge = "Warrant-Signature" if (method, route) in SIGNED else "Token"
+        assert response.headers.get("WWW-Authenticate", "").startswith(challenge), dict(response.headers)
     _assert_effect(world, method, route, persona, expected, response)
 
 
@@ -513,6 +553,16 @@ def _assert_effect(world, method, route, persona, expected, response):
         assert Tool.objects.filter(tool_source__name="matrix-py").exists() is allowed
     elif (method, route) == ("DELETE", "skills/{name}/"):
         assert (Skill.objects.get(name="matrix-skill").status == "retired") is allowed
+    elif (method, route) == ("POST", "triggers/"):
+        from triggers.models import Trigger
+
+        assert Trigger.objects.filter(name="matrix-new-trigger").exists() is allowed
+    elif (method, route) == ("POST", "triggers/{name}/pause/"):
+        from triggers.models import Trigger
+
+        assert Trigger.objects.get(name="matrix-trigger").enabled is not allowed
+    elif (method, route) == ("POST", "hooks/{trigger}/"):
+        assert not Run.objects.filter(input="unsigned").exists()
     elif (method, route) == ("POST", "policies/evaluate/") and allowed:
         body = response.json()
         assert {t["name"]: t["needs_approval"] for t in body["tools"]}["delete_account"] is True
