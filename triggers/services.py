@@ -50,7 +50,8 @@ def _service_account(value) -> ServiceAccount:
     account = ServiceAccount.objects.select_related("user").filter(
         **{f"user__{get_user_model().USERNAME_FIELD}": value}).first()
     if account is None:
-        raise InvalidTrigger(f"{value!r} is not a service account", details={"service_account": [str(value)]})
+        problem = f"{value!r} is not a service account"
+        raise InvalidTrigger(problem, details={"service_account": [problem]})
     return account
 
 
@@ -59,7 +60,8 @@ def _agent(value) -> Agent:
         return value
     agent = Agent.objects.filter(slug=value).first()
     if agent is None:
-        raise InvalidTrigger(f"there is no agent {value!r}", details={"agent": [str(value)]})
+        problem = f"unknown agent {value!r}"
+        raise InvalidTrigger(problem, details={"agent": [problem]})
     return agent
 
 
