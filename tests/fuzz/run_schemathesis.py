@@ -228,6 +228,13 @@ BUSINESS_RULES = {
     "path": r"^(A python source needs the dotted path|.* is outside the modules this deployment allows)",
     "auth_env": r"^(Give both the header and the environment variable|[A-Z_][A-Z0-9_]* is not among the variables "
                 r"this deployment lets )",
+    # triggers.services.trigger_problem: a trigger's template compiles, its schedule is one valid cron or interval
+    # in a known time zone, its payload schema is a JSON schema, it runs as a service account.
+    "input_template": r"^(template: |the input template is empty$)",
+    "schedule": r"^(unknown time zone |a schedule has a cron expression or an interval, one of them$|the interval is at "
+                r"least one second$|cron|only a schedule trigger has a cron expression or an interval$)",
+    "payload_schema": r"^not a JSON schema: ",
+    "service_account": r"^'.*' is not a service account$",
     # governance.engine.validate: what each policy type needs besides its own fields.
     "non_field_errors": r"^(an? [a-z_ ]+ needs |an output formatter's content must contain \{answer\}$|invalid regex: )",
 }
