@@ -143,3 +143,19 @@ def test_a_run_extended_verifies_with_its_budget_decisions_in_the_receipt(operat
     assert {a["decided_by"] for a in receipt["body"]["approvals"]} == {"approver"}
     verified = compliance.get(f"/api/v1/receipts/{run['receipt_id']}/verify/").json()
     assert verified["valid"] is True, verified
+
+
+def test_the_workbench_queue_shows_a_budget_request_and_decides_it(operator):
+    from django.test import Client
+
+    _republish(max_turns=1, budget_role=Group.objects.get(name="secops"))
+    run = start(operator, HEALTH)
+    request = _budget_request(run["id"])
+    client = Client()
+    client.force_login(User.objects.get(username="approver"))
+    queue = client.get("/admin/runs/approvalrequest/queue/")
+    assert queue.status_code == 200 and str(request.id) in queue.content.decode()
+    decided = client.post(f"/admin/runs/approvalrequest/{request.id}/decide/",
+                          {"decision": "deny", "reason": "not today"}, follow=True)
+    assert decided.status_code == 200
+    assert (_run(operator, run["id"])["status"], _run(operator, run["id"])["stop_reason"]) == ("stopped", "max_turns")
