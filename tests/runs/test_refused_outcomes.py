@@ -182,3 +182,50 @@ def test_an_evidence_bundle_carries_the_refusals_and_the_offline_verifier_holds_
     result = verify(export(tmp_path / "edited"))
     assert result.returncode == 1 and named(result, "runs.jsonl"), result.stdout
     assert f"run {run['id']}: refused_count, refused_kinds differ from what its receipt sealed" in result.stdout
+
+
+def _republish(**changes) -> None:
+    from agents.models import Agent
+    from agents.services import agent_publish
+
+    agent = Agent.objects.get(slug="crm-assistant")
+    for name, value in changes.items():
+        setattr(agent, name, value)
+    agent.save()
+    agent_publish(agent=agent)
+
+
+def test_a_call_over_its_tools_cap_is_a_tool_cap_refusal(operator, compliance):
+    _republish(tool_caps={"get_account": 1})
+    run = start(operator, "How healthy are Acme Corp and Globex?")  # two get_account lookups, one allowed
+    assert run["status"] == "succeeded" and run["refused"] == {"count": 1, "kinds": ["tool_cap"]}
+    [refused] = _receipt_body(compliance, run)["refused"]
+    assert (refused["tool"], refused["kind"], refused["code"], refused["approval_id"]) == (
+        "get_account", "tool_cap", "tool_cap", None)
+    assert compliance.get("/api/v1/runs/?refused_kind=tool_cap").json()["count"] == 1
+
+
+@pytest.mark.parametrize("decide", ["deny", "expire"])
+def test_a_budget_extension_refused_is_a_budget_denied_refusal(operator, approver, compliance, decide):
+    from django.contrib.auth.models import Group
+
+    _republish(max_turns=1, budget_role=Group.objects.get(name="secops"))
+    run = start(operator, "How healthy is Acme Corp?")
+    assert run["status"] == "awaiting_budget"
+    request = ApprovalRequest.objects.get(run_id=run["id"], kind="budget", status="pending")
+    if decide == "deny":
+        answer = approver.post(f"/api/v1/approvals/{request.id}/deny/", {"reason": "enough for today"}, format="json")
+        assert answer.status_code == 200, answer.content
+    else:
+        ApprovalRequest.objects.filter(id=request.id).update(expires_at=timezone.now() - timedelta(seconds=1))
+        assert approval_expire_due() == 1
+    run = operator.get(f"/api/v1/runs/{run['id']}/").json()
+    assert (run["status"], run["stop_reason"]) == ("stopped", "max_turns")
+    assert run["refused"] == {"count": 1, "kinds": ["budget_denied"]}
+    [refused] = _receipt_body(compliance, run)["refused"]
+    status = "denied" if decide == "deny" else "expired"
+    assert refused == {"call_id": request.call_id, "tool": "", "kind": "budget_denied", "code": status,
+                       "reason": "enough for today" if decide == "deny" else "expired before a decision; counts as denied",
+                       "approval_id": str(request.id)}
+    assert compliance.get(f"/api/v1/receipts/{run['receipt_id']}/verify/").json()["valid"] is True
+    assert "Stopped · 1 refused" in _browser("compliance").get("/admin/runs/run/").content.decode()
