@@ -18,7 +18,6 @@ import hashlib
 import hmac
 import json
 import logging
-import os
 import time
 
 import httpx
@@ -33,16 +32,9 @@ ALLOWED_HOSTS_SETTING = "WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS"
 
 
 def setting(name: str, default):
-    """A notification setting: Django's (warrant/mail_config.py), else the environment's, as the
-    type of `default` (a deployment whose settings module does not import mail_config still works)."""
-    if hasattr(settings, name):
-        return getattr(settings, name)
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    if isinstance(default, tuple):
-        return tuple(h.strip() for h in raw.split(",") if h.strip())
-    return type(default)(raw) if isinstance(default, (int, float)) else raw
+    """A notification setting (warrant/mail_config.py), or `default` under a settings module
+    that does not import it."""
+    return getattr(settings, name, default)
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:

@@ -23,8 +23,9 @@ def _section(text: str, heading: str) -> str:
 
 
 def _read_by_settings() -> set[str]:
-    # settings.py, and warrant/logs.py, which builds its LOGGING.
-    text = "\n".join((ROOT / "warrant" / name).read_text() for name in ("settings.py", "logs.py"))
+    # settings.py, the modules it star-imports, and warrant/logs.py, which builds its LOGGING.
+    text = "\n".join((ROOT / "warrant" / name).read_text()
+                     for name in ("settings.py", "celery_config.py", "mail_config.py", "logs.py"))
     reads = rf"""(?:os\.environ\.get\(|os\.environ\[|env_bool\()\s*["']({SETTING})"""
     return set(re.findall(reads, text))
 

@@ -9,19 +9,19 @@ a server on localhost.
 import os
 
 
-def _on(name: str, default: bool = False) -> bool:
+def _env_bool(name: str, default: bool = False) -> bool:
     value = os.environ.get(name)
     return default if value is None else value.strip().lower() in {"1", "true", "yes", "on"}
 
 
 EMAIL_BACKEND = os.environ.get("DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend"
-                               if _on("DJANGO_DEBUG") else "django.core.mail.backends.smtp.EmailBackend")
+                               if _env_bool("DJANGO_DEBUG") else "django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = os.environ.get("DJANGO_EMAIL_HOST", "localhost")
 EMAIL_PORT = int(os.environ.get("DJANGO_EMAIL_PORT", "25"))
 EMAIL_HOST_USER = os.environ.get("DJANGO_EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = os.environ.get("DJANGO_EMAIL_HOST_PASSWORD", "")
-EMAIL_USE_TLS = _on("DJANGO_EMAIL_USE_TLS")
-EMAIL_USE_SSL = _on("DJANGO_EMAIL_USE_SSL")
+EMAIL_USE_TLS = _env_bool("DJANGO_EMAIL_USE_TLS")
+EMAIL_USE_SSL = _env_bool("DJANGO_EMAIL_USE_SSL")
 # A mail server that does not answer holds the worker or request sending a notice this long at most.
 EMAIL_TIMEOUT = float(os.environ.get("DJANGO_EMAIL_TIMEOUT", "10"))
 DEFAULT_FROM_EMAIL = os.environ.get("DJANGO_DEFAULT_FROM_EMAIL", "warrant@localhost")

@@ -268,6 +268,9 @@ CACHES = {
 # --- Celery: warrant/celery_config.py (the broker, delivery, time limits, beat) ----------
 from warrant.celery_config import *  # noqa: E402,F403
 
+# --- Mail and approval notices: warrant/mail_config.py (SMTP, the public URL, the webhook) ----
+from warrant.mail_config import *  # noqa: E402,F403
+
 # --- Warrant ----------------------------------------------------------------------------
 WARRANT = {
     # How long one task keeps advancing a run before it re-enqueues itself.
