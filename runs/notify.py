@@ -39,8 +39,8 @@ from runs.models import ApprovalDecision, ApprovalRequest, Run
 
 logger = logging.getLogger(__name__)
 
-# Failures and sends in this process, by channel ("mail", "webhook") and event: what the logs say,
-# in numbers a test or a shell can read. Per process, like the logs they mirror.
+# Sends and failures in this process, by channel ("mail", "webhook"; "notify": a notice that failed
+# before anything was sent): what the logs say, in numbers a test or a shell can read.
 FAILURES: Counter = Counter()
 SENT: Counter = Counter()
 
