@@ -1,5 +1,6 @@
 """Standing approvals over the API and in the workbench: grant, list, read, revoke."""
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -95,3 +96,28 @@ def test_the_workbench_refuses_a_revoke_the_service_refuses(approver):
                         follow=True)
     assert "only its granter" in done.content.decode()
     assert StandingApproval.objects.get(id=made["id"]).revoked_at is None
+
+
+def _grant_page(username: str, **values):
+    browser = Client()
+    browser.force_login(User.objects.get(username=username))
+    data = {"tool": "send_email", "agent": "", "role": "secops", "arguments": json.dumps(EXACT),
+            "reason": "renewal mail", "days": "7"} | values
+    return browser.post("/admin/runs/standingapproval/grant/", data, follow=True)
+
+
+def test_the_workbench_grants_through_the_service(approver):
+    done = _grant_page("approver")
+    assert "Granted standing approval" in done.content.decode()
+    granted = StandingApproval.objects.get()
+    assert (granted.tool, granted.role.name, granted.granted_by.username, granted.granted_via) == (
+        "send_email", "secops", "approver", "session")
+    assert granted.arguments == EXACT and granted.agent is None
+
+
+def test_the_workbench_grant_page_shows_the_services_refusal(approver):
+    page = _grant_page("approver", arguments=json.dumps({"to": EXACT["to"]}))
+    assert page.status_code == 200 and "the argument pattern is not usable" in page.content.decode()
+    page = _grant_page("compliance", role="compliance")  # compliance's own role: no policy asks it about send_email
+    assert "outside the role&#x27;s authority" in page.content.decode()
+    assert not StandingApproval.objects.exists()
