@@ -8,7 +8,10 @@ class ReviewConfig(AppConfig):
     name = "review"
 
     def ready(self) -> None:
+        from review.evidence import review_chain_rows
         from review.sampling import sample_sealed
+        from runs import evidence
         from runs.receipts import receipt_sealed
 
         receipt_sealed.connect(sample_sealed, dispatch_uid="review.sampling")
+        evidence.REVIEW_CHAIN[:] = [review_chain_rows]  # every bundle carries the review chain

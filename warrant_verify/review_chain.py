@@ -139,3 +139,46 @@ def _follow_problems(record: dict, seen: dict) -> list[str]:
     if isinstance(record.get("id"), str):
         seen[record["id"]] = (body.get("run_id"), body.get("kind"))
     return problems
+
+
+# --- in an evidence bundle ---------------------------------------------------------------------
+
+REVIEW_FILE = "reviews.jsonl"  # the whole review chain, #1 to its head when the bundle was made
+
+
+def verify_review_file(data: bytes | None, *, keys: dict, section, receipts: bytes | None) -> tuple[list[Failure], str]:
+    """reviews.jsonl against the manifest's signed `reviews` section ({count, head_seq, head_hash}),
+    and each record's reviewed receipt against the bundle's receipt of that run when it holds one.
+    (failures, the summary's note). A bundle from before review records has neither file nor section."""
+    from .chain import parse_jsonl
+
+    if not data and section is None:
+        return [], "no review chain in this bundle"
+    failures: list[Failure] = []
+    rows, bad = parse_jsonl(data or b"", REVIEW_FILE)
+    failures += bad
+    result = verify_review_records([row for _, row in rows], keys=keys)
+    failures += result.failures
+    if not isinstance(section, dict):
+        failures.append(Failure("manifest.json", "reviews", "no reviews section: nothing signed vouches for "
+                                                            f"{REVIEW_FILE}'s extent"))
+    elif (section.get("count"), section.get("head_seq"), section.get("head_hash")) != (
+            len(rows), result.head_seq, result.head_hash if rows else GENESIS):
+        failures.append(Failure(REVIEW_FILE, "file", f"the chain ends at #{result.head_seq} with {len(rows)} "
+                                f"records, the manifest says #{section.get('head_seq')!r} with {section.get('count')!r}: "
+                                "review records were cut off, added or rewritten"))
+    sealed = {}
+    for _, receipt in parse_jsonl(receipts or b"", "receipts.jsonl")[0]:
+        if isinstance(receipt, dict) and isinstance(receipt.get("run_id"), str):
+            sealed.setdefault(receipt["run_id"], (receipt.get("seq"), receipt.get("hash")))
+    for index, (_, record) in enumerate(rows):
+        try:
+            body = jcs.loads(record.get("body", "")) if isinstance(record, dict) else None
+        except (ValueError, RecursionError, TypeError):
+            continue
+        reviewed = (body or {}).get("receipt") if isinstance(body, dict) else None
+        if isinstance(reviewed, dict) and record.get("run_id") in sealed and sealed[record["run_id"]] != (
+                reviewed.get("seq"), reviewed.get("hash")):
+            failures.append(Failure(REVIEW_FILE, label(record, index), f"reviewed receipt #{reviewed.get('seq')} of run "
+                                    f"{record['run_id']}, which is not the receipt the bundle holds for it"))
+    return failures, f"{len(rows)} review records (#1-#{result.head_seq})"
