@@ -10,6 +10,7 @@ from .chain import (Failure, is_hex64, is_int, parse_jsonl, retired_bound_proble
 from .jcs import CanonicalizationError
 from .keys import KeySetError, load_key_set, merge_key_sets, retirement_of, verify_signature
 from .messages import GENESIS, manifest_message
+from .review_chain import REVIEW_FILE, verify_review_file
 
 APPROVAL_FIELDS = ("tool", "arguments_sha256", "approver_role", "decided_by", "decided_via", "decided_at", "reason")
 RUN_FIELDS = ("status", "input_sha256", "output_sha256")
@@ -62,6 +63,10 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
     _events(files, bodies, workers, report)
     _approvals(files, bodies, report)
     _runs(files, bodies, report)
+    found, note = verify_review_file(files.get(REVIEW_FILE), keys=keys, receipts=files.get("receipts.jsonl"),
+                                     section=manifest.get("reviews") if isinstance(manifest, dict) else None)
+    report.failures.extend(found)
+    report.notes.append(note)
     _jsonl_only(files, "policies.jsonl", report)
     hash_at = dict(span.hashes)
     if is_hex64(chain.get("start_prev_hash")) and span.first_seq > 1:
@@ -159,7 +164,7 @@ def _file_digests(files: dict[str, bytes], manifest: dict | None, report: Report
     for name, data in sorted(files.items()):
         if name == "manifest.json":
             continue
-        if name not in BUNDLE_FILES:
+        if name not in BUNDLE_FILES and name != REVIEW_FILE:  # reviews.jsonl: in bundles made since review records
             report.fail(name, "file", "not a file of the evidence format (extra file)")
         if name not in listed:
             report.fail(name, "file", "not listed in the manifest, so nothing vouches for it")
