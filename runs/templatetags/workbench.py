@@ -47,7 +47,8 @@ def workbench_nav(user):
         return {"links": []}
     pending = sum(count for _, count in selectors.pending_counts_by_role(user))
     links = [("Approval queue", reverse("admin:runs_approval_queue"), pending),
-             ("Runs", reverse("admin:runs_run_changelist"), None)]
+             ("Runs", reverse("admin:runs_run_changelist"), None),
+             ("Standing approvals", reverse("admin:runs_standingapproval_changelist"), None)]
     if reads_everything(user):
         links += [("Receipts", reverse("admin:runs_receipt_changelist"), None),
                   ("Receipt access log", reverse("admin:runs_receiptaccess_changelist"), None)]
