@@ -219,14 +219,14 @@ def test_a_policy_raised_to_a_quorum_after_the_grant_asks_people(replay_agent):
 
 
 def test_an_eval_never_uses_one(replay_agent):
-    from evals.models import GoldenCase
-    from evals.runner import evaluate
+    from evals.models import EvalResult, GoldenCase
+    from evals.runner import run_evals
 
     granted = _grant()
-    case = GoldenCase.objects.create(agent=replay_agent, name="standing-email", input=json.dumps(_emails(EMAIL)),
-                                     roles=["operators"], expected_status="awaiting_approval",
-                                     awaiting_tool="send_email")
-    _expected, actual, outcome, trace = evaluate(case)
-    assert actual["status"] == "awaiting_approval" and outcome.sandbox == []
-    assert "standing_approval_used" not in [e["kind"] for e in trace]
+    GoldenCase.objects.create(agent=replay_agent, name="standing-email", input=json.dumps(_emails(EMAIL)),
+                              roles=["operators"], expected_status="awaiting_approval", awaiting_tool="send_email")
+    run_evals(agent_slug="replayer")
+    result = EvalResult.objects.get(case_name="standing-email")
+    assert result.passed and result.status == "awaiting_approval" and result.sandbox == []
+    assert "standing_approval_used" not in [e["kind"] for e in result.trace]
     assert StandingApproval.objects.get(id=granted.id).uses == 0
