@@ -40,8 +40,12 @@ def _iso(value) -> str | None:
 
 def origin_of(trigger: Trigger, fire: TriggerFire) -> dict:
     """What the run's snapshot, first event and receipt record of where it came from."""
+    # Who wrote the trigger wrote what its runs are asked: like a run's caller, they may not approve them
+    # (runs.approvals reads set_up_by from the run's first event).
+    set_up_by = sorted({u.get_username() for u in (trigger.created_by, trigger.updated_by) if u is not None})
     origin = {"trigger": trigger.name, "kind": fire.kind, "fire_id": str(fire.id),
-              "payload_sha256": fire.payload_sha256, "untrusted": fire.kind == Trigger.Kind.WEBHOOK}
+              "payload_sha256": fire.payload_sha256, "untrusted": fire.kind == Trigger.Kind.WEBHOOK,
+              "set_up_by": set_up_by}
     if fire.kind == Trigger.Kind.WEBHOOK:
         origin["delivery_id"] = fire.delivery_id
     else:
@@ -77,8 +81,8 @@ def fire(trigger: Trigger, *, kind: str, payload, payload_sha256: str, delivery_
     """Record one fire and apply it. IntegrityError (the transaction rolled back) for a delivery
     or signed message seen before; FireRefused, after recording it, when its rules refuse it."""
     with transaction.atomic():
-        trigger = Trigger.objects.select_for_update().select_related("agent", "service_account__user").get(
-            pk=trigger.pk)
+        trigger = Trigger.objects.select_for_update(of=("self",)).select_related(
+            "agent", "service_account__user", "created_by", "updated_by").get(pk=trigger.pk)
         record = TriggerFire.objects.create(
             trigger=trigger, kind=kind, delivery_id=delivery_id, message_sha256=message_sha256,
             scheduled_for=scheduled_for, received_at=received_at or timezone.now(), payload_sha256=payload_sha256,
@@ -136,7 +140,8 @@ def drain(trigger_ids=None) -> int:
 
 def _drain_one(trigger_id) -> int:
     with transaction.atomic():
-        trigger = (Trigger.objects.select_for_update().select_related("agent", "service_account__user")
+        trigger = (Trigger.objects.select_for_update(of=("self",))
+                   .select_related("agent", "service_account__user", "created_by", "updated_by")
                    .filter(pk=trigger_id).first())
         if trigger is None or not trigger.enabled:
             return 0  # a paused trigger's queue waits for it to be resumed

@@ -72,6 +72,9 @@ class Trigger(models.Model):
     replay_window_seconds = models.PositiveIntegerField(default=REPLAY_WINDOW_SECONDS)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                                    related_name="+")
+    # Who last changed it: with created_by, who wrote what its runs are asked (triggers.firing.origin_of).
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -127,6 +127,7 @@ def trigger_update(trigger: Trigger, *, by=None, **changes) -> Trigger:
         for key, value in changes.items():
             value = _agent(value) if key == "agent" else _service_account(value) if key == "service_account" else value
             setattr(trigger, key, value)
+        trigger.updated_by = by or trigger.updated_by
         _check(trigger)
         trigger.save()
         schedules.sync(trigger)

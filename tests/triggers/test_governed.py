@@ -58,6 +58,26 @@ def test_the_triggers_service_account_is_refused_as_approver_of_its_own_run(demo
     assert run.status == "awaiting_approval"
 
 
+def test_whoever_wrote_the_trigger_may_not_approve_its_runs_either(demo, approver):
+    # The trigger's template is what its runs are asked: its author is in the caller's place.
+    from django.contrib.auth import get_user_model
+
+    from triggers.services import trigger_update
+
+    author = get_user_model().objects.get(username="approver")  # in secops
+    trigger, secret = webhook(by=author, concurrency="allow")
+    run = Run.objects.get(id=deliver("helpdesk", secret, DELETE, delivery="a").json()["run"])
+    assert run.snapshot["origin"]["set_up_by"] == ["approver"]
+    pending = ApprovalRequest.objects.get(run=run, status="pending")
+    refused = approver.post(f"/api/v1/approvals/{pending.id}/approve/", {"reason": "mine"}, format="json")
+    assert refused.status_code == 403 and "own run" in refused.json()["error"]["message"]
+    # A later editor is bound the same way; the first author still is.
+    editor = get_user_model().objects.create_user("editor", password="x")
+    trigger_update(trigger, by=editor, description="edited")
+    run = Run.objects.get(id=deliver("helpdesk", secret, DELETE, delivery="b").json()["run"])
+    assert run.snapshot["origin"]["set_up_by"] == ["approver", "editor"]
+
+
 def test_a_service_account_without_the_right_to_start_runs_starts_nothing(demo):
     account = service_account("idle-bot", roles=("compliance",))
     trigger, secret = webhook(account=account)

@@ -58,7 +58,8 @@ def test_a_tick_starts_a_run_whose_receipt_records_the_schedule_fire(demo):
     origin = json.loads(run.receipt.body)["origin"]
     payload = {"scheduled_for": T0.isoformat(), "timezone": "UTC", "late_seconds": 0}
     assert origin == {"trigger": "morning", "kind": "schedule", "scheduled_for": "2026-12-01T06:00:05Z",
-                      "payload_sha256": digest_json(payload), "untrusted": False, "fire_id": str(fire.id)}
+                      "payload_sha256": digest_json(payload), "untrusted": False, "fire_id": str(fire.id),
+                      "set_up_by": []}
 
 
 def test_on_time_ticks_each_fire(demo):

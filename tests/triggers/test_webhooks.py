@@ -31,7 +31,8 @@ def test_a_signed_delivery_starts_a_run_as_the_service_account_with_its_origin_i
     body = json.loads(run.receipt.body)
     digest = hashlib.sha256(json.dumps(TICKET).encode()).hexdigest()
     assert body["origin"] == {"trigger": "helpdesk", "kind": "webhook", "delivery_id": "evt-1",
-                              "payload_sha256": digest, "untrusted": True, "fire_id": data["fire"]}
+                              "payload_sha256": digest, "untrusted": True, "fire_id": data["fire"],
+                              "set_up_by": []}
     assert body["caller"]["username"] == "helpdesk-bot"
     first = run.events.order_by("seq").first()
     assert first.kind == "run_created" and first.data["origin"]["delivery_id"] == "evt-1"
