@@ -37,6 +37,9 @@ def _callers_recorded(run: Run) -> set[str]:
     data = RunEvent.objects.filter(run_id=run.pk, kind="run_created").values_list("data", flat=True).first()
     if isinstance(data, dict) and isinstance(data.get("caller"), dict):
         names.add(data["caller"].get("username"))
+    if isinstance(data, dict) and isinstance(data.get("origin"), dict):
+        # A triggered run was asked what its trigger's author wrote: they may not approve it either (triggers/).
+        names.update(data["origin"].get("set_up_by") or ())
     return {name for name in names if isinstance(name, str) and name}
 
 
