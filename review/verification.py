@@ -45,7 +45,8 @@ def _cross_check(rows: list[dict], receipts: dict) -> list[Problem]:
         if sealed != stored:
             fields = [f for f, a, b in zip(("kind", "severity", "note", "follows", "resolves", "item", "reviewer"),
                                            sealed, stored) if a != b]
-            problems.append(Problem("review", name, f"the row's {', '.join(fields)} differ from what the record sealed",
+            verb = "differs" if len(fields) == 1 else "differ"
+            problems.append(Problem("review", name, f"the row's {', '.join(fields)} {verb} from what the record sealed",
                                     run=str(row["run_id"])))
         receipt = receipts.get(str(row["run_id"]))
         if receipt != ((body.get("receipt") or {}).get("seq"), (body.get("receipt") or {}).get("hash")):
