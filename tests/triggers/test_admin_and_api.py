@@ -105,3 +105,18 @@ def test_a_service_account_user_is_a_user_like_any_other(demo):
     account = service_account()
     assert get_user_model().objects.filter(username="helpdesk-bot", is_active=True).exists()
     assert account.user.service_account == account
+
+
+def test_the_service_account_command_makes_one_and_refuses_unknown_roles(demo):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    out = StringIO()
+    call_command("service_account", "cli-bot", "--role", "operators", "--description", "cli", stdout=out)
+    assert out.getvalue().strip() == "service account cli-bot (operators)"
+    assert not ServiceAccount.objects.get(user__username="cli-bot").user.has_usable_password()
+    with pytest.raises(CommandError, match="unknown roles: nope"):
+        call_command("service_account", "cli-bot-2", "--role", "nope")
+    with pytest.raises(CommandError, match="exists already"):
+        call_command("service_account", "cli-bot", "--role", "operators")
