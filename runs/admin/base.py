@@ -55,7 +55,8 @@ class RunStatusFilter(admin.SimpleListFilter):
     title = "status"
     parameter_name = "status"
     field = "status"
-    statuses = ("queued", "running", "awaiting_approval", "succeeded", "failed", "blocked", "stopped", "cancelled")
+    statuses = ("queued", "running", "awaiting_approval", "awaiting_budget", "succeeded", "failed", "blocked", "stopped",
+                "cancelled")
 
     def lookups(self, request, model_admin):
         return [(s, STATUS_TEXT[s]) for s in self.statuses]

@@ -12,7 +12,8 @@ from runs import selectors
 register = template.Library()
 
 STATUS_TEXT = {
-    "queued": "Queued", "running": "Running", "awaiting_approval": "Awaiting approval", "succeeded": "Succeeded",
+    "queued": "Queued", "running": "Running", "awaiting_approval": "Awaiting approval",
+    "awaiting_budget": "Awaiting budget", "succeeded": "Succeeded",
     "failed": "Failed", "blocked": "Blocked", "stopped": "Stopped", "cancelled": "Cancelled",
     "pending": "Pending", "approved": "Approved", "denied": "Denied", "expired": "Expired",
 }

@@ -213,6 +213,8 @@ def test_a_budget_extension_refused_is_a_budget_denied_refusal(operator, approve
     run = start(operator, "How healthy is Acme Corp?")
     assert run["status"] == "awaiting_budget"
     request = ApprovalRequest.objects.get(run_id=run["id"], kind="budget", status="pending")
+    waiting = _browser("compliance").get("/admin/runs/run/?status=awaiting_budget").content.decode()
+    assert run["id"][:8] in waiting and "wb-status-awaiting_budget" in waiting and ">Awaiting budget<" in waiting
     if decide == "deny":
         answer = approver.post(f"/api/v1/approvals/{request.id}/deny/", {"reason": "enough for today"}, format="json")
         assert answer.status_code == 200, answer.content
