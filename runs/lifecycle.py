@@ -3,10 +3,11 @@
 run_claim      queued -> running (or a running run whose lease lapsed, taken over)
 run_checkpoint running -> running, a step saved; or its end, or its park, in the same transaction
                (and, as a rule, the same compare-and-set)
-run_park       running -> awaiting_approval, with the approval request
+run_park       running -> awaiting_approval, with the approval request (awaiting_budget, with a
+               request of kind budget, when a budget ran out: runs.budget)
 run_finish     any live status -> a terminal one, with the receipt sealed in the same transaction
 run_release    running -> queued, its time slice used
-run_requeue    awaiting_approval -> queued, after a decision
+run_requeue    awaiting_approval or awaiting_budget -> queued, after a decision
 run_cancel     a cancel asked for; a run that is not running ends here, a running one at its next step
 run_note       an event and no change of status (a decision on a run that is not parked)
 
