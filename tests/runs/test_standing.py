@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.test import Client
 from django.utils import timezone
 
 from agents.models import SentEmail
@@ -138,6 +139,10 @@ def test_a_matching_call_runs_without_asking_and_the_trace_and_receipt_name_the_
     assert StandingApproval.objects.get(id=granted.id).uses == 1
     verified = receipt_verify(receipt=run.receipt)
     assert verified.valid, verified.failures
+    browser = Client()
+    browser.force_login(User.objects.get(username="compliance"))
+    timeline = browser.get(f"/admin/runs/run/{run.id}/change/").content.decode()
+    assert f"standing approval {str(granted.id)[:8]}" in timeline
 
 
 def test_one_character_different_asks_people(replay_agent):
