@@ -50,6 +50,7 @@ class Tally:
     blocked: Listed = field(default_factory=Listed)
     tainted: Listed = field(default_factory=Listed)
     unsealed: Listed = field(default_factory=Listed)
+    refused: Listed = field(default_factory=Listed)  # runs that set out to do something and were refused it
 
     def approval(self, row: dict) -> None:
         self.approvals_by_status[row["status"]] += 1
@@ -70,6 +71,8 @@ class Tally:
             self.blocked.add(shown)
         if not row["has_receipt"]:
             self.unsealed.add(shown)
+        if row.get("refused_count"):
+            self.refused.add(shown | {"refused_count": row["refused_count"], "refused_kinds": row["refused_kinds"]})
 
 
 def summary_html(tally: Tally) -> str:

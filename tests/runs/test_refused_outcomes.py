@@ -178,6 +178,8 @@ def test_an_evidence_bundle_carries_the_refusals_and_the_offline_verifier_holds_
     rows = [outcome_refusals.json.loads(line) for line in (bundle / "runs.jsonl").read_text().splitlines()]
     assert [(r["refused_count"], r["refused_kinds"]) for r in rows if r["id"] == run["id"]] == [(1, ["denied"])]
     assert verify(bundle).returncode == 0
+    summary = (bundle / "summary.html").read_text()
+    assert "Runs refused an action" in summary and run["id"] in summary.split("Runs refused an action")[1]
     Run.objects.filter(id=run["id"]).update(refused_count=0, refused_kinds=[])  # not append-only: a plain UPDATE
     result = verify(export(tmp_path / "edited"))
     assert result.returncode == 1 and named(result, "runs.jsonl"), result.stdout
