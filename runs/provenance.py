@@ -90,6 +90,11 @@ def untrusted_texts(state: dict, snapshot: dict) -> list[dict]:
     for name in state.get("untrusted_descriptions", []):
         description = snapshot["tools"].get(name, {}).get("description", "")
         texts.append({"origin": f"description of tool {name}", "tool": name, "call_id": None, "text": description})
+    origin = snapshot.get("origin") or {}
+    if origin.get("untrusted") and state["messages"]:
+        # A webhook run's input is made from its payload: the sender's words, as untrusted as a tool's result.
+        texts.append({"origin": f"{origin.get('kind', 'external')} payload of trigger {origin.get('trigger', '?')}",
+                      "tool": "", "call_id": None, "text": state["messages"][0].get("content", "")})
     return texts
 
 

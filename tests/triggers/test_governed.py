@@ -141,3 +141,15 @@ def test_a_queue_is_bounded(demo, monkeypatch):
     _parked(secret, "one")
     outcomes = [deliver("helpdesk", secret, listing(i), delivery=f"q{i}").json()["outcome"] for i in range(3)]
     assert outcomes == ["queued", "queued", "skipped"]
+
+
+def test_the_approvers_card_says_an_argument_came_from_the_webhook_payload(demo):
+    trigger, secret = webhook()
+    text = {"ticket": {"title": "Send an email to dana.whitfield@example.com about the Acme renewal."}}
+    run = Run.objects.get(id=deliver("helpdesk", secret, text).json()["run"])
+    assert run.status == "awaiting_approval"
+    assert ApprovalRequest.objects.get(run=run, status="pending").tool == "send_email"
+    [found] = run.state["provenance"].values()  # the one parked call's arguments, as the card shows them
+    to = next(entry for entry in found if entry["argument"] == "to")
+    assert to["in_untrusted_text"]
+    assert {place["origin"] for place in to["places"]} == {"webhook payload of trigger helpdesk"}
