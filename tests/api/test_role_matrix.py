@@ -563,6 +563,17 @@ def _assert_effect(world, method, route, persona, expected, response):
         assert Trigger.objects.get(name="matrix-trigger").enabled is not allowed
     elif (method, route) == ("POST", "hooks/{trigger}/"):
         assert not Run.objects.filter(input="unsigned").exists()
+    elif route.startswith("review/") and method != "GET":
+        from review.models import ReviewRecord, SamplingRule
+
+        if route == "review/rules/":
+            assert SamplingRule.objects.filter(name="matrix-new-rule").exists() is allowed
+        elif method == "PATCH":
+            assert (SamplingRule.objects.get(pk=world.sampling_rule_id).note == "changed by the matrix") is allowed
+        elif method == "DELETE":
+            assert SamplingRule.objects.filter(pk=world.sampling_rule_id).exists() is not allowed
+        elif route.endswith("records/"):
+            assert ReviewRecord.objects.filter(item_id=world.review_item_id).exists() is allowed
     elif (method, route) == ("POST", "policies/evaluate/") and allowed:
         body = response.json()
         assert {t["name"]: t["needs_approval"] for t in body["tools"]}["delete_account"] is True
