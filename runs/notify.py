@@ -192,8 +192,7 @@ def _message(event: str, approval: ApprovalRequest, user) -> EmailMessage:
         what=what, run=str(run.pk)[:8], role=approval.approver_role.name, status=approval.status.capitalize())
     lines = [f"Hello {user.get_username()},", ""]
     if event == DECIDED:
-        lines += [f"The request for {what} in your run was {approval.status}"
-                  + (f" by {approval.decided_by.get_username()}." if approval.decided_by else "."), ""]
+        lines += [f"The request for {what} in your run was {approval.status}{_by(approval)}.", ""]
         if approval.reason:
             lines += [f"Reason: {approval.reason}", ""]
     elif event == ESCALATED:
@@ -218,6 +217,17 @@ def _message(event: str, approval: ApprovalRequest, user) -> EmailMessage:
                   "", "The call's arguments are on the request's page, not in this message."]
     return EmailMessage(subject=subject, body="\n".join(lines) + "\n", from_email=settings.DEFAULT_FROM_EMAIL,
                         to=[user.email])
+
+
+def _by(approval: ApprovalRequest) -> str:
+    """Who decided: every approver a quorum counted (as the role that closed it), else the decider."""
+    if approval.status == ApprovalRequest.Status.APPROVED and approval.quorum > 1:
+        names = list(ApprovalDecision.objects.filter(
+            approval_id=approval.pk, decision=ApprovalDecision.Decision.APPROVED, role=approval.approver_role.name)
+            .order_by("created_at", "id").values_list("username", flat=True))
+        if names:
+            return " by " + ", ".join(names)
+    return f" by {approval.decided_by.get_username()}" if approval.decided_by else ""
 
 
 def _mail(event: str, messages: list[EmailMessage]) -> None:

@@ -234,3 +234,21 @@ def test_a_budget_request_is_announced_without_its_figures(demo, django_capture_
     for figure in ("4321", "9876", "5000"):
         assert figure not in message.subject + message.body
     assert _browser(_user("approver")).get(_link(message.body, "The request in the workbench")).status_code == 200
+
+
+def test_a_quorum_approval_names_every_approver_to_the_caller(demo, django_capture_on_commit_callbacks):
+    from runs.models import ApprovalDecision
+
+    approval = _parked(django_capture_on_commit_callbacks)
+    mail.outbox.clear()
+    second = factories.user("second-approver", roles=("secops",), staff=True)
+    for person in (_user("approver"), second):
+        ApprovalDecision.objects.create(approval=approval, user=person, username=person.get_username(), role="secops",
+                                        decision="approved", via="session")
+    ApprovalRequest.objects.filter(id=approval.id).update(quorum=2, approvals_count=2, status="approved",
+                                                         decided_by=second)
+    approval.refresh_from_db()
+    with django_capture_on_commit_callbacks(execute=True):
+        notify.approval_decided(approval)
+    [message] = mail.outbox
+    assert "was approved by approver, second-approver." in message.body
