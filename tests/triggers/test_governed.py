@@ -153,3 +153,15 @@ def test_the_approvers_card_says_an_argument_came_from_the_webhook_payload(demo)
     to = next(entry for entry in found if entry["argument"] == "to")
     assert to["in_untrusted_text"]
     assert {place["origin"] for place in to["places"]} == {"webhook payload of trigger helpdesk"}
+
+
+def test_a_queued_fire_starts_as_soon_as_the_run_before_it_is_sealed(demo, approver):
+    trigger, secret = webhook(concurrency="queue")
+    first = _parked(secret, "one")
+    second = deliver("helpdesk", secret, LIST, delivery="two").json()
+    assert second["outcome"] == "queued"
+    pending = ApprovalRequest.objects.get(run_id=first["run"], status="pending")
+    approver.post(f"/api/v1/approvals/{pending.id}/approve/", {"reason": "ok"}, format="json")
+    # No drain called here: runs.receipts' receipt_sealed started it after the first run's seal committed.
+    two = TriggerFire.objects.get(id=second["fire"])
+    assert two.outcome == "started" and two.reason == "started from the queue" and two.run.status == "succeeded"
