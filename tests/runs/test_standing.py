@@ -235,3 +235,15 @@ def test_an_eval_never_uses_one(replay_agent):
     assert result.passed and result.status == "awaiting_approval" and result.sandbox == []
     assert "standing_approval_used" not in [e["kind"] for e in result.trace]
     assert StandingApproval.objects.get(id=granted.id).uses == 0
+
+
+@pytest.mark.parametrize("changed", [
+    {"body": "Your card 4111 1111 1111 1111 is on file."},  # a card number on its way out
+    {"to": "dana.whitfield@exаmple.com"},                   # an address that is not what it looks like
+])
+def test_a_secret_or_a_look_alike_address_asks_people_even_when_the_pattern_allows_it(replay_agent, changed):
+    arguments = EMAIL | changed
+    granted = _grant(arguments={name: {"equals": value} for name, value in arguments.items()})
+    run = _run(_emails(arguments))
+    assert run.status == "awaiting_approval" and SentEmail.objects.count() == 0
+    assert StandingApproval.objects.get(id=granted.id).uses == 0
