@@ -1,6 +1,6 @@
 """The policies API: list, create, read, change and delete policies, and read a policy's history.
 
-Thin views over governance.services. Reads are open to anyone with a role, writes to governance
+Thin views over governance.drafts (a write is a draft put in force through its gate). Reads are open to anyone with a role, writes to governance
 admins (see core.permissions). Every input serializer is strict: a body that carries a field the
 operation does not accept is refused, never silently ignored.
 """
@@ -17,13 +17,21 @@ from core.api_errors import Conflict
 from core.api_fields import StrictFieldsMixin
 from core.api_views import errors
 from core.permissions import ReadAnyRoleWriteGovernanceAdmin
-from governance import services
+from governance import drafts
 from governance.models import MatchMode, Policy, PolicyType, PolicyVersion
 
 
-def _refuse_duplicate_policy_name(name: str | None, *, exclude_pk: int | None = None) -> None:
+def refuse_duplicate_policy_name(name: str | None, *, exclude_pk: int | None = None) -> None:
     if name and Policy.objects.filter(name=name).exclude(pk=exclude_pk).exists():
         raise Conflict(f"a policy named {name!r} already exists", details={"name": name})
+
+
+# A write here is a draft activated through its gate (governance.drafts): in force only when the
+# golden sets of the agents it governs pass with it; a failing gate answers 409 gate_failed with
+# the draft's id and report, and the draft waits for a fix or the emergency path (policies/drafts/).
+GATED = ("Goes through the gate: saved as a draft and in force only if the golden sets of the agents it "
+         "governs pass with it in place; otherwise 409 `gate_failed` with the draft and each case before and "
+         "after, and nothing changes (see policies/drafts/).")
 
 
 
@@ -40,7 +48,7 @@ class PolicyOutputSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "type", "description", "enabled", "priority", "agents", "keywords", "match_mode", "regex",
             "target_tools", "content", "response", "approver_role", "approval_ttl_seconds", "version",
-            "created_at", "updated_at",
+            "emergency_reason", "created_at", "updated_at",
         ]
 
 
@@ -97,14 +105,14 @@ class PolicyListCreateApi(ListAPIView):
         return _policies()
 
     @extend_schema(
-        operation_id="policies_create", summary="Create a policy (version 1, written to history)",
+        operation_id="policies_create", summary="Create a policy (version 1, written to history)", description=GATED,
         request=PolicyInputSerializer, responses={201: PolicyOutputSerializer, **errors(400, 403, 409)},
     )
     def post(self, request):
         serializer = PolicyInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        _refuse_duplicate_policy_name(serializer.validated_data["name"])
-        policy = services.policy_create(values=serializer.validated_data, user=request.user)
+        refuse_duplicate_policy_name(serializer.validated_data["name"])
+        _, policy = drafts.propose_and_activate(values=serializer.validated_data, user=request.user)
         return Response(PolicyOutputSerializer(_policies().get(pk=policy.pk)).data, status=status.HTTP_201_CREATED)
 
 
@@ -122,19 +130,20 @@ class PolicyDetailApi(GenericAPIView):
 
     @extend_schema(
         operation_id="policies_partial_update", summary="Change a policy (bumps its version, written to history)",
-        request=PolicyInputSerializer, responses={200: PolicyOutputSerializer, **errors(400, 403, 404, 409)},
+        description=GATED, request=PolicyInputSerializer, responses={200: PolicyOutputSerializer, **errors(400, 403, 404, 409)},
     )
     def patch(self, request, policy_id):
         policy = self.get_object()
         serializer = PolicyInputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        _refuse_duplicate_policy_name(serializer.validated_data.get("name"), exclude_pk=policy.pk)
-        policy = services.policy_update(policy=policy, values=serializer.validated_data, user=request.user)
+        refuse_duplicate_policy_name(serializer.validated_data.get("name"), exclude_pk=policy.pk)
+        _, policy = drafts.propose_and_activate(policy=policy, values=serializer.validated_data, user=request.user)
         return Response(PolicyOutputSerializer(_policies().get(pk=policy.pk)).data)
 
-    @extend_schema(operation_id="policies_destroy", summary="Delete a policy (its history stays)", responses={204: None, **errors(403, 404)})
+    @extend_schema(operation_id="policies_destroy", summary="Delete a policy (its history stays)", description=GATED,
+                   responses={204: None, **errors(403, 404, 409)})
     def delete(self, request, policy_id):
-        services.policy_delete(policy=self.get_object(), user=request.user)
+        drafts.propose_and_activate(policy=self.get_object(), delete=True, user=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -144,7 +153,8 @@ class PolicyVersionOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = PolicyVersion
         ref_name = "PolicyVersion"
-        fields = ["id", "policy_name", "version", "action", "changed_by", "changed_at", "old_values", "new_values"]
+        fields = ["id", "policy_name", "version", "action", "changed_by", "changed_at", "old_values", "new_values",
+                  "draft", "eval_run_id", "emergency_reason"]
 
 
 @extend_schema_view(get=extend_schema(operation_id="policies_history_list", summary="A policy's history, newest first"))

@@ -52,6 +52,8 @@ class PolicySpec:
     response: str = ""
     approver_role: str | None = None
     approval_ttl_seconds: int | None = None
+    # Why the version in force was activated without a passing golden set (governance.drafts).
+    emergency: str = ""
 
     @classmethod
     def from_dict(cls, data: dict) -> "PolicySpec":
@@ -61,7 +63,11 @@ class PolicySpec:
         return cls(**values)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        values = asdict(self)
+        # Only when set: a policy activated through its gate freezes (and hashes) as before the marker.
+        if not values["emergency"]:
+            del values["emergency"]
+        return values
 
 
 @dataclass(frozen=True)

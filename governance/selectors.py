@@ -39,6 +39,7 @@ def policy_spec(policy: Policy, *, agent_slugs: list[str] | None = None) -> Poli
         response=policy.response,
         approver_role=policy.approver_role.name if policy.approver_role_id else None,
         approval_ttl_seconds=policy.approval_ttl_seconds,
+        emergency=policy.emergency_reason,
     )
 
 

@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.dispatch import Signal
 
+from governance.drafts import emergency_marks
 from runs import outcome_refusals, signing, witness
 from runs.models import ApprovalRequest, Receipt, Run
 from runs.standing import receipt_entries
@@ -101,6 +102,8 @@ def receipt_body(run: Run) -> dict:
         "output_sha256": sha256(run.output),
         "policy_snapshot_sha256": run.policy_snapshot_sha256,
         "policies_fired": fired,
+        # Policies and skills frozen while in force without a passing golden set, and why (governance.drafts).
+        **({"emergency": marks} if (marks := emergency_marks(snapshot, state.get("active_skills", []))) else {}),
         "skills_used": [
             {"name": n, "version": skills[n]["version"], "sha256": skills[n]["sha256"]}
             for n in state.get("active_skills", []) if n in skills

@@ -90,6 +90,14 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     ("PATCH", "policies/{policy_id}/"):             (401,  403,  403,  403,  200,  403),
     ("DELETE", "policies/{policy_id}/"):            (401,  403,  403,  403,  204,  403),
     ("GET", "policies/{policy_id}/history/"):       (401,  200,  200,  200,  200,  403),
+    # --- policy drafts (governance.drafts): read as policies are; proposed, gated, activated by governance admins
+    ("GET", "policies/drafts/"):                    (401,  200,  200,  200,  200,  403),
+    ("POST", "policies/drafts/"):                   (401,  403,  403,  403,  201,  403),
+    ("GET", "policies/drafts/{draft_id}/"):         (401,  200,  200,  200,  200,  403),
+    ("POST", "policies/drafts/{draft_id}/gate/"):   (401,  403,  403,  403,  200,  403),  # the golden set, before and after
+    ("POST", "policies/drafts/{draft_id}/activate/"): (401, 403,  403,  403,  200,  403),  # in force when the gate passes
+    ("POST", "policies/drafts/{draft_id}/discard/"): (401,  403,  403,  403,  200,  403),
+    ("POST", "policies/evaluate/golden/"):          (401,  403,  403,  403,  200,  403),  # the Lab's trial: nothing saved
     # --- roles and tool grants
     ("GET", "roles/"):                              (401,  200,  200,  200,  200,  403),
     ("POST", "roles/"):                             (401,  403,  403,  403,  201,  403),
@@ -184,7 +192,7 @@ TARGETS = {
     "approvals": {"approval_id": "pending_approval_id"},
     "standing-approvals": {"standing_id": "standing_approval_id"},
     "receipts": {"receipt_id": "receipt_id"},
-    "policies": {"policy_id": "policy_id"},
+    "policies": {"policy_id": "policy_id", "draft_id": "policy_draft_id"},
     "roles": {"name": "role_name"},
     "grants": {"grant_id": "grant_id"},
     "agents": {"slug": "agent_slug", "version": "agent_version"},
@@ -232,6 +240,13 @@ BODIES = {
                             "content": "1. Call `list_accounts`."},
     ("POST", "policies/evaluate/"): {"agent": "crm-assistant", "input": "Delete the account Initech."},
     ("PATCH", "policies/{policy_id}/"): {"description": "changed by the matrix"},
+    ("POST", "policies/drafts/"): {"policy": None, "values": {"name": "matrix-drafted", "type": "playbook",
+                                                              "keywords": ["matrix"], "content": "1. Answer."}},
+    ("POST", "policies/drafts/{draft_id}/gate/"): {},
+    ("POST", "policies/drafts/{draft_id}/activate/"): {},
+    ("POST", "policies/drafts/{draft_id}/discard/"): {},
+    ("POST", "policies/evaluate/golden/"): {"values": {"name": "matrix-trial", "type": "playbook",
+                                                       "keywords": ["matrix"], "content": "1. Answer."}},
     ("POST", "roles/"): {"name": "matrix-new-role"},
     ("POST", "grants/"): {"role": "matrix-role", "tool": "get_account"},
     ("POST", "agents/"): {"slug": "matrix-new-agent", "name": "Matrix agent", "instructions": "Answer.",
@@ -390,6 +405,14 @@ class World:
     standing_approval_id = property(lambda self: self.standing_approval.id)
     receipt_id = property(lambda self: self.finished_run.receipt.id)
     policy_id = property(lambda self: self.policy.pk)
+
+    @cached_property
+    def policy_draft(self):
+        from governance.drafts import draft_propose
+
+        return draft_propose(policy=self.policy, values={"description": "drafted by the matrix"}, user=_user("admin"))
+
+    policy_draft_id = property(lambda self: self.policy_draft.pk)
     role_name = property(lambda self: self.role.name)
     grant_id = property(lambda self: self.grant.pk)
     agent_slug = property(lambda self: Agent.objects.get(slug="crm-assistant").slug)

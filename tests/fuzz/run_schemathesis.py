@@ -235,6 +235,10 @@ BUSINESS_RULES = {
                 r"least one second$|cron|only a schedule trigger has a cron expression or an interval$)",
     "payload_schema": r"^not a JSON schema: ",
     "service_account": r"^'.*' is not a service account$",
+    # governance.drafts: a deletion names its policy and carries no values; an emergency states its reason.
+    "delete": r"^a deletion names the policy it deletes$",
+    "values": r"^(a deletion carries no values|the values the policy would have)$",
+    "emergency_reason": r"^state why this cannot wait for a passing golden set$",
     # governance.engine.validate: what each policy type needs besides its own fields.
     "non_field_errors": r"^(an? [a-z_ ]+ needs |an output formatter's content must contain \{answer\}$|invalid regex: )",
 }
