@@ -92,6 +92,12 @@ class GoldenCase(models.Model):
             raise ValidationError(problems)
 
 
+class Purpose(models.TextChoices):
+    SET = "set", "the golden set as in force"
+    GATE = "gate", "the gate of a policy draft or a skill's activation"
+    LAB = "lab", "the Policy Lab's trial of an unsaved draft"
+
+
 class EvalRun(models.Model):
     class Status(models.TextChoices):
         RUNNING = "running"
@@ -111,6 +117,11 @@ class EvalRun(models.Model):
     pass_rate = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    purpose = models.CharField(max_length=8, choices=Purpose.choices, default=Purpose.SET)
+    subject = models.CharField(max_length=200, blank=True,
+                               help_text="For a gate or a trial: what was put in place (policy draft 12, skill x v3, ...).")
+    report = models.JSONField(null=True, blank=True,
+                              help_text="For a gate or a trial: each case before and after the change, and which changed.")
 
     class Meta:
         ordering = ["-created_at"]

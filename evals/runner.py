@@ -9,8 +9,8 @@ case's trace, stored redacted with its result. A case ends where a run would sto
 (a Park: awaiting_approval) or finish; a case with a decision answers the park itself, as an
 approver would, and goes on.
 
-run_case takes the snapshot as an argument, so the same loop can run a case against a snapshot
-with draft policies in place (the gating of issue 23, not built yet).
+run_case takes the snapshot as an argument, and evaluate the policies or skills to put in place of
+those in force, so the same loop runs a case with a draft in place (the gate, evals.gating).
 """
 
 import time
@@ -28,6 +28,7 @@ from evals.models import Decision, EvalResult, EvalRun, GoldenCase
 from evals.sandbox import Sandbox, eval_deps
 from evals.snapshot import NoSnapshot, eval_snapshot
 from governance import redaction
+from governance.engine import PolicySpec
 from runs import harness
 from runs.states import RunStatus
 
@@ -126,33 +127,43 @@ def run_evals(*, agent_slug: str | None = None, threshold=1.0, profile: str = ""
     agent, threshold = check_request(agent_slug=agent_slug, threshold=threshold, profile=profile)
     eval_run = EvalRun.objects.create(agent=agent, threshold=threshold, profile=profile,
                                       started_by=user if user is not None and user.is_authenticated else None)
+    results = [result_of(eval_run, case, *evaluate(case, profile=profile)) for case in cases_for(agent_slug)]
+    return store(eval_run, results)
+
+
+def evaluate(case: GoldenCase, *, profile: str = "", policies: list[PolicySpec] | None = None,
+             skills: list[dict] | None = None) -> tuple[dict, dict, CaseOutcome | None, list[dict]]:
+    """One case run (with `policies` or `skills` in place of those in force, when given): its
+    expectations, what happened, the outcome (None without a snapshot) and its redacted trace."""
+    expected = expected_of(case)
+    try:
+        snapshot = eval_snapshot(agent_slug=case.agent.slug, roles=case.roles, username=f"eval:{case.name}",
+                                 profile=profile, policies=policies, skills=skills)
+    except NoSnapshot as exc:
+        return expected, {"status": "no_snapshot", "message": str(exc)}, None, []
     kinds, secrets = settings.WARRANT["REDACT"], redaction.env_secrets()
-    results = []
-    for case in cases_for(agent_slug):
-        expected = expected_of(case)
-        try:
-            snapshot = eval_snapshot(agent_slug=case.agent.slug, roles=case.roles, username=f"eval:{case.name}",
-                                     profile=profile)
-        except NoSnapshot as exc:
-            results.append(_result(eval_run, case, expected, {"status": "no_snapshot", "message": str(exc)}, None))
-            continue
-        outcome = run_case(case, snapshot)
-        trace = [{"step": step, "kind": kind, "data": redaction.redact(data, kinds=kinds, secrets=secrets)}
-                 for step, kind, data in outcome.trace]
-        outcome.sandbox = [redaction.redact(call, kinds=kinds, secrets=secrets) for call in outcome.sandbox]
-        results.append(_result(eval_run, case, expected, outcome.actual, outcome, trace=trace))
+    outcome = run_case(case, snapshot)
+    trace = [{"step": step, "kind": kind, "data": redaction.redact(data, kinds=kinds, secrets=secrets)}
+             for step, kind, data in outcome.trace]
+    outcome.sandbox = [redaction.redact(call, kinds=kinds, secrets=secrets) for call in outcome.sandbox]
+    return expected, outcome.actual, outcome, trace
+
+
+def store(eval_run: EvalRun, results: list[EvalResult]) -> EvalRun:
+    """Write the results and the eval run's verdict at its threshold."""
     with transaction.atomic():
         EvalResult.objects.bulk_create(results)
         passed = sum(r.passed for r in results)
         eval_run.total, eval_run.passed = len(results), passed
         eval_run.pass_rate = passed / len(results) if results else 0.0
-        eval_run.status = EvalRun.Status.PASSED if results and eval_run.pass_rate >= threshold else EvalRun.Status.FAILED
+        eval_run.status = (EvalRun.Status.PASSED if results and eval_run.pass_rate >= eval_run.threshold
+                           else EvalRun.Status.FAILED)
         eval_run.finished_at = timezone.now()
         eval_run.save(update_fields=["total", "passed", "pass_rate", "status", "finished_at"])
     return eval_run
 
 
-def _result(eval_run, case, expected, actual, outcome: CaseOutcome | None, *, trace=()) -> EvalResult:
+def result_of(eval_run, case, expected, actual, outcome: CaseOutcome | None, trace=()) -> EvalResult:
     if outcome is None:
         found = [{"expectation": "status", "expected": expected["status"], "actual": actual["message"]}]
     else:

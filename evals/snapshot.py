@@ -6,8 +6,9 @@ roles, so it is made by runs.freeze.governance_for_roles (the same parts, kept u
 stamp) for a synthetic caller named "eval:<case>". tests/evals checks that, for a real user's
 roles, the two snapshots are the same.
 
-`policies`: the policy specs to put in place of the active ones (a draft's, later: the gating of
-issue 23 item 3 passes them here); None: the policies a run would freeze now.
+`policies`: the policy specs to put in place of the active ones (the gate passes them with a draft
+in place, evals.gating); None: the policies a run would freeze now. `skills`: likewise, the active
+skills' specs (a skill about to be activated among them).
 """
 
 from agents.models import ModelProfile
@@ -20,7 +21,7 @@ class NoSnapshot(Exception):
 
 
 def eval_snapshot(*, agent_slug: str, roles: list[str], username: str, policies: list[PolicySpec] | None = None,
-                  profile: str = "") -> dict:
+                  profile: str = "", skills: list[dict] | None = None) -> dict:
     part, snapshot = freeze.governance_for_roles(agent_slug=agent_slug, username=username, roles=sorted(roles))
     if snapshot is None:
         raise NoSnapshot(f"agent {agent_slug!r} is unknown or has no published version")
@@ -28,4 +29,6 @@ def eval_snapshot(*, agent_slug: str, roles: list[str], username: str, policies:
         snapshot["agent"] = snapshot["agent"] | {"model_profile": ModelProfile.objects.get(name=profile).spec()}
     if policies is not None:
         snapshot |= {"policies": [p.to_dict() for p in policies], "policy_snapshot_sha256": snapshot_sha256(policies)}
+    if skills is not None:
+        snapshot |= {"skills": skills}
     return snapshot

@@ -66,6 +66,10 @@ class Policy(models.Model):
     escalate_after_seconds = models.PositiveIntegerField(
         null=True, blank=True, help_text="Tool approval: how long the first role has before the request escalates.")
     version = models.PositiveIntegerField(default=1)
+    emergency_reason = models.TextField(
+        blank=True, editable=False,
+        help_text="Set when the version in force was activated without a passing golden set (governance.drafts); "
+                  "runs freeze it, so their receipts show it. Cleared by the next gated activation.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -93,12 +97,58 @@ class PolicyVersion(models.Model):
     new_values = models.JSONField(null=True, blank=True)
     changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     changed_at = models.DateTimeField(auto_now_add=True)
+    # The gate this change passed (or was let past): the draft it was activated from and the
+    # eval run of its golden set. Empty for changes made below the gate (bootstrap, the demo).
+    draft = models.ForeignKey("PolicyDraft", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    eval_run_id = models.UUIDField(null=True, blank=True, help_text="The gate's eval run (evals.EvalRun).")
+    emergency_reason = models.TextField(blank=True, help_text="Activated without a passing golden set, and why.")
 
     class Meta:
         ordering = ["-changed_at", "-id"]
 
     def __str__(self) -> str:
         return f"{self.policy_name} v{self.version} {self.action}"
+
+
+class PolicyDraft(models.Model):
+    """A proposed change of a policy (a new one, an edit, a deletion), not yet in force.
+
+    It becomes active only through governance.drafts: when the golden sets of the agents it
+    governs pass with it in place (the gate, run by the evals app), or through the emergency path,
+    which needs a stated reason and marks the policy so the receipts of the runs it governs say so.
+    """
+
+    class State(models.TextChoices):
+        DRAFT = "draft", "Draft (the gate has not run)"
+        GATE_FAILED = "gate_failed", "Gate failed"
+        GATE_PASSED = "gate_passed", "Gate passed (not activated)"
+        ACTIVE = "active", "Activated"
+        EMERGENCY = "activated_in_emergency", "Activated in an emergency"
+        STALE = "stale", "Stale (the policy changed since)"
+        DISCARDED = "discarded", "Discarded"
+
+    policy = models.ForeignKey(Policy, null=True, blank=True, on_delete=models.SET_NULL, related_name="drafts",
+                               help_text="Empty: the draft creates a policy.")
+    policy_name = models.CharField(max_length=128)
+    action = models.CharField(max_length=8, choices=PolicyVersion.Action.choices)
+    base_version = models.PositiveIntegerField(null=True, blank=True,
+                                               help_text="The policy's version the draft was made from.")
+    values = models.JSONField(null=True, blank=True, help_text="Every value the policy would have; empty for a deletion.")
+    state = models.CharField(max_length=24, choices=State.choices, default=State.DRAFT)
+    gate_eval_run_id = models.UUIDField(null=True, blank=True, help_text="The last gate's eval run (evals.EvalRun).")
+    gate_report = models.JSONField(null=True, blank=True,
+                                   help_text="The last gate: pass rate, threshold, and each case before and after.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    activated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    activated_at = models.DateTimeField(null=True, blank=True)
+    emergency_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"draft {self.pk}: {self.action} {self.policy_name} ({self.state})"
 
 
 class GovernanceStamp(models.Model):

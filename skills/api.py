@@ -46,9 +46,9 @@ def _parsed(source: str):
         raise serializers.ValidationError({"source": [str(exc)]}) from None
 
 
-def _import(*, source: str, status_: str | None, user) -> Skill:
+def _import(*, source: str, status_: str | None, user, emergency_reason: str = "") -> Skill:
     try:
-        skill, _ = skill_import_report(text=source, user=user, status=status_)
+        skill, _ = skill_import_report(text=source, user=user, status=status_, emergency_reason=emergency_reason)
     except SkillFormatError as exc:
         raise serializers.ValidationError({"source": [str(exc)]}) from None
     return skill
@@ -134,6 +134,10 @@ class SkillDetailApi(GenericAPIView):
         source = serializers.CharField(trim_whitespace=False, required=False,
                                        help_text="The new SKILL.md text; its name must be the skill's.")
         status = SkillStatusField(required=False)
+        emergency_reason = serializers.CharField(
+            required=False, allow_blank=True, max_length=2000,
+            help_text="With status active: activate even though the golden sets fail with the skill, for this "
+                      "stated reason (recorded in its history; receipts of runs that use it show it).")
 
         class Meta:
             ref_name = "SkillUpdateInput"
@@ -144,7 +148,10 @@ class SkillDetailApi(GenericAPIView):
 
     @extend_schema(
         operation_id="skills_partial_update", summary="Replace a skill's SKILL.md and/or change its status",
-        request=InputSerializer, responses={200: SkillDetailOutputSerializer, **errors(400, 403, 404)},
+        description="Activating a skill (status `active`) passes the gate first: every agent's golden set with the "
+                    "skill active. A failing set answers 409 `gate_failed` with the report (each case before and "
+                    "after) and the skill stays as it was, unless `emergency_reason` is stated.",
+        request=InputSerializer, responses={200: SkillDetailOutputSerializer, **errors(400, 403, 404, 409)},
     )
     def patch(self, request, name):
         skill = self.get_object()
@@ -156,7 +163,8 @@ class SkillDetailApi(GenericAPIView):
             raise serializers.ValidationError(
                 {"source": [f"the SKILL.md names {_parsed(source).name!r}, not {skill.name!r}; a skill cannot be renamed"]}
             )
-        skill = _import(source=source, status_=data.get("status"), user=request.user)
+        skill = _import(source=source, status_=data.get("status"), user=request.user,
+                        emergency_reason=data.get("emergency_reason", ""))
         return Response(SkillDetailOutputSerializer(skill).data)
 
     @extend_schema(operation_id="skills_retire", summary="Retire a skill", responses={204: None, **errors(403, 404)})

@@ -30,6 +30,9 @@ class Skill(models.Model):
     approved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     approved_at = models.DateTimeField(null=True, blank=True)
     updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    emergency_reason = models.TextField(
+        blank=True, editable=False,
+        help_text="Set when this version was activated without a passing golden set; runs freeze it with the skill.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -51,7 +54,7 @@ class Skill(models.Model):
             "body": self.body,
             "version": self.version,
             "sha256": self.sha256,
-        }
+        } | ({"emergency": self.emergency_reason} if self.emergency_reason else {})
 
 
 class SkillVersion(models.Model):
@@ -65,6 +68,9 @@ class SkillVersion(models.Model):
     sha256 = models.CharField(max_length=64)
     changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     changed_at = models.DateTimeField(auto_now_add=True)
+    # An activation's gate: its eval run (evals.EvalRun), and why it was let past a failing set, if it was.
+    eval_run_id = models.UUIDField(null=True, blank=True)
+    emergency_reason = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-changed_at", "-id"]

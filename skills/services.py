@@ -35,6 +35,43 @@ class SkillLifecycleError(Conflict):
     code = "invalid_transition"
 
 
+class SkillGateFailed(Conflict):
+    """The golden set does not pass with the skill active: the details carry the cases that changed."""
+
+    code = "gate_failed"
+
+
+# The activation gate: registered by evals when it loads (it runs the golden sets, above this app).
+# gate(spec=, user=) -> a verdict with passed, eval_run_id and report. Without one, a person's
+# activation is refused unless it states an emergency reason: the platform fails closed.
+_activation_gate: list = []
+MIN_REASON_CHARS = 10
+
+
+def register_activation_gate(gate) -> None:
+    _activation_gate[:] = [gate]
+
+
+def _gate_activation(*, parsed: ParsedSkill, text: str, user, emergency_reason: str) -> tuple[str | None, str]:
+    """Run the gate for a skill about to become active: (its eval run id, the emergency reason that
+    lets a failing set past, or ""). Raises SkillGateFailed when the set fails and no reason is stated."""
+    candidate = Skill(name=parsed.name, status=S.ACTIVE)
+    _apply(candidate, parsed=parsed, text=text, user=user)
+    current = Skill.objects.filter(name=parsed.name).values_list("version", flat=True).first()
+    candidate.version = current or parsed.version or 1
+    verdict = _activation_gate[0](spec=candidate.spec(), user=user) if _activation_gate else None
+    if verdict is not None and verdict.passed:
+        return verdict.eval_run_id, ""
+    reason = (emergency_reason or "").strip()
+    if len(reason) >= MIN_REASON_CHARS:
+        return (verdict.eval_run_id if verdict else None), reason
+    report = verdict.report if verdict else {"error": "no gate is registered (the evals app is not installed)"}
+    raise SkillGateFailed(
+        f"the golden set does not pass with skill {parsed.name!r} active; it is not activated. Fix the skill, or "
+        f"activate it in an emergency with a stated reason (emergency_reason, at least {MIN_REASON_CHARS} characters).",
+        details={"eval_run": verdict.eval_run_id if verdict else None, "report": report})
+
+
 def check_skill_transition(*, skill: Skill, to: str, user) -> None:
     """Refuse a status change the lifecycle does not allow, or an approval by the wrong person."""
     if to == skill.status or user is None:
@@ -61,18 +98,28 @@ def skill_import(*, text: str, user=None, status: str | None = None) -> tuple[Sk
     return skill, outcome == CREATED
 
 
-def skill_import_report(*, text: str, user=None, status: str | None = None) -> tuple[Skill, str]:
-    """Like skill_import, but says what happened: "created", "updated" or "unchanged"."""
+def skill_import_report(*, text: str, user=None, status: str | None = None,
+                        emergency_reason: str = "") -> tuple[Skill, str]:
+    """Like skill_import, but says what happened: "created", "updated" or "unchanged".
+
+    A person's activation passes the gate first: the golden sets with the skill active (see
+    _gate_activation); `emergency_reason` lets a failing set past, recorded with the version."""
     parsed = parse_skill_md(text)
     if status is not None and status not in Skill.Status.values:
         raise SkillFormatError(f"unknown skill status {status!r}; expected one of {', '.join(Skill.Status.values)}",
                                field="status")
+    gate = (None, "")
+    existing = Skill.objects.filter(name=parsed.name).first()
+    if (user is not None and status == S.ACTIVE and existing is not None and existing.status != S.ACTIVE
+            and existing.sha256 == parsed.sha256):
+        check_skill_transition(skill=existing, to=S.ACTIVE, user=user)  # a refused transition runs no gate
+        gate = _gate_activation(parsed=parsed, text=text, user=user, emergency_reason=emergency_reason)
     try:
-        return _import(parsed=parsed, text=text, user=user, status=status)
+        return _import(parsed=parsed, text=text, user=user, status=status, gate=gate)
     except IntegrityError:
         # Another importer created the same name between our read and our insert; the row
         # exists now, so the second attempt takes the update path under the row lock.
-        return _import(parsed=parsed, text=text, user=user, status=status)
+        return _import(parsed=parsed, text=text, user=user, status=status, gate=gate)
 
 
 def skill_export(*, skill: Skill) -> str:
@@ -101,7 +148,7 @@ def _set_status(skill: Skill, to: str, user) -> None:
     skill.updated_by = user
 
 
-def _import(*, parsed: ParsedSkill, text: str, user, status: str | None) -> tuple[Skill, str]:
+def _import(*, parsed: ParsedSkill, text: str, user, status: str | None, gate=(None, "")) -> tuple[Skill, str]:
     with transaction.atomic():
         skill = Skill.objects.select_for_update().filter(name=parsed.name).first()
         if skill is None:
@@ -129,8 +176,11 @@ def _import(*, parsed: ParsedSkill, text: str, user, status: str | None) -> tupl
             _set_status(skill, status, user)
         else:
             return skill, UNCHANGED
+        if skill.status == S.ACTIVE and user is not None:
+            # Set by this activation's gate: an emergency marks the version, a passing gate clears the mark.
+            skill.emergency_reason = gate[1]
         skill.save()
-        _history(skill, user)
+        _history(skill, user, gate=gate if skill.status == S.ACTIVE else (None, ""))
         return skill, UPDATED
 
 
@@ -148,6 +198,7 @@ def _apply(skill: Skill, *, parsed: ParsedSkill, text: str, user) -> None:
     skill.author = user
 
 
-def _history(skill: Skill, user) -> None:
+def _history(skill: Skill, user, gate=(None, "")) -> None:
     SkillVersion.objects.create(skill=skill, skill_name=skill.name, version=skill.version, status=skill.status,
-                                source=skill.source, sha256=skill.sha256, changed_by=user)
+                                source=skill.source, sha256=skill.sha256, changed_by=user,
+                                eval_run_id=gate[0], emergency_reason=gate[1])

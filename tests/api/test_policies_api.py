@@ -4,6 +4,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from agents.models import Agent, ModelProfile
+from governance import services
 from governance.models import Policy, PolicyVersion
 from runs.models import Run
 
@@ -104,21 +105,26 @@ def test_an_admin_creates_a_policy_at_version_one_with_history(admin):
 
 def test_a_tool_approval_names_its_approver_role(admin):
     response = admin.post("/api/v1/policies/", {
-        "name": "calc-review", "type": "tool_approval", "target_tools": ["calculator"], "approver_role": "compliance",
+        # delete_account, which already waits for a person in every golden case: the gate lets it through
+        # (one on the calculator would park the ARR case that must succeed, and is refused).
+        "name": "calc-review", "type": "tool_approval", "target_tools": ["delete_account"], "approver_role": "compliance",
     }, format="json")
-    assert response.status_code == 201
+    assert response.status_code == 201, response.json()
     assert response.json()["approver_role"] == "compliance"
 
 
 def test_patching_writes_history_with_old_and_new_values_and_who(admin):
     pk = policy_id("churn-risk-playbook")
-    response = admin.patch(f"/api/v1/policies/{pk}/", {"priority": 5, "keywords": ["churn"]}, format="json")
+    # Keywords the churn-ranking golden case still fires on ("churning"): the gate lets it through.
+    keywords = ["churn", "churning", "at risk", "attrition"]
+    response = admin.patch(f"/api/v1/policies/{pk}/", {"priority": 5, "keywords": keywords}, format="json")
     assert response.status_code == 200, response.json()
     assert (response.json()["version"], response.json()["priority"]) == (2, 5)
     row = PolicyVersion.objects.filter(policy_id=pk).order_by("-version").first()
     assert (row.action, row.version, row.changed_by.username) == ("update", 2, "admin")
     assert (row.old_values["priority"], row.new_values["priority"]) == (50, 5)
-    assert (row.old_values["keywords"], row.new_values["keywords"]) == (["churn", "churning", "at risk"], ["churn"])
+    assert (row.old_values["keywords"], row.new_values["keywords"]) == (["churn", "churning", "at risk"], keywords)
+    assert row.draft is not None and row.eval_run_id == row.draft.gate_eval_run_id  # the gate it passed
 
     history = admin.get(f"/api/v1/policies/{pk}/history/").json()
     assert history["count"] == 2
@@ -137,13 +143,15 @@ def test_a_patch_that_changes_nothing_writes_no_history(admin):
 
 
 def test_an_admin_deletes_a_policy_and_its_history_stays(admin):
-    pk = policy_id("email-etiquette")
+    # The disabled formatter: no golden case needs it (deleting email-etiquette, which the email
+    # cases must see fire, is refused by the gate: tests/governance/test_drafts.py).
+    pk = policy_id("executive-summary")
     response = admin.delete(f"/api/v1/policies/{pk}/")
     assert response.status_code == 204
     assert not Policy.objects.filter(pk=pk).exists()
-    row = PolicyVersion.objects.filter(policy_name="email-etiquette", action="delete").get()
+    row = PolicyVersion.objects.filter(policy_name="executive-summary", action="delete").get()
     assert (row.version, row.changed_by.username, row.new_values) == (2, "admin", None)
-    assert row.old_values["content"].startswith("Write in a friendly")
+    assert row.old_values["content"].startswith("Executive summary")
 
 
 @pytest.mark.parametrize("persona", ["operator", "approver", "compliance"])
@@ -334,7 +342,9 @@ def test_a_churn_question_fires_the_churn_playbook(admin):
 
 
 def test_an_enabled_output_formatter_is_reported(admin):
-    admin.patch(f"/api/v1/policies/{policy_id('executive-summary')}/", {"enabled": True}, format="json")
+    # Through the service, below the gate: over the API the golden set refuses it (list-accounts
+    # must not read "Executive summary", tests/governance/test_drafts.py); this is about the dry run.
+    services.policy_update(policy=Policy.objects.get(name="executive-summary"), values={"enabled": True})
     result = evaluate(admin, agent="crm-assistant", input="List all accounts.").json()
     assert result["output_formatter"]["policy"] == "executive-summary"
     assert result["output_formatter"]["version"] == 2
