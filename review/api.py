@@ -124,9 +124,18 @@ class PolicyFiredSerializer(serializers.Serializer):
                                               "approval requested.")
 
 
+ReviewStatesSerializer = _counts("ReviewStatesSerializer", ["unassigned", "assigned", "signed_off", "finding_open",
+                                                            "resolved"])
+
+
 class ReviewCoverageSerializer(serializers.Serializer):
-    available = serializers.BooleanField(help_text="false until review records exist: no figure is given then.")
+    available = serializers.BooleanField(help_text="false when no run was sampled in the period and no finding is open.")
     detail = serializers.CharField()
+    sampled = serializers.IntegerField(min_value=0, help_text="Runs sampled for review in the period.")
+    reviewed = serializers.IntegerField(min_value=0, help_text="Of those, signed off or with a finding.")
+    coverage = serializers.FloatField(allow_null=True, help_text="reviewed / sampled; null when none was sampled.")
+    by_state = ReviewStatesSerializer()
+    open_findings = serializers.IntegerField(min_value=0, help_text="Reviews with an open finding now, of any period.")
 
 
 class DashboardSummarySerializer(serializers.Serializer):

@@ -14,11 +14,12 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Sum, TextField
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum, TextField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, TruncDate
 from django.utils import timezone
 
+from review.models import ReviewItem
 from runs.models import ApprovalRequest, Run, RunEvent
 from runs.states import RunStatus
 
@@ -26,15 +27,12 @@ DEFAULT_DAYS = 14
 MAX_DAYS = 366
 TOP_POLICIES = 10
 # The statements dashboard_figures() runs (tests/review/test_figures.py counts them).
-STATEMENTS = 7
+STATEMENTS = 8
 OUTCOMES = [s.value for s in RunStatus]
 DECISIONS = [s.value for s in ApprovalRequest.Status]
 NO_ROLE = "(no role)"
-REVIEW_COVERAGE = {
-    "available": False,
-    "detail": "No review records yet: sampling and review records are not built (issue 22, items 1-3). "
-              "No coverage or findings figure is shown until they exist.",
-}
+REVIEW_STATES = ["unassigned", "assigned", "signed_off", "finding_open", "resolved"]
+REVIEWED = ("signed_off", "finding_open", "resolved")
 
 
 class PeriodError(ValueError):
@@ -230,6 +228,21 @@ def _policies(decisions: list[dict], approvals: list[dict]) -> list[dict]:
     return ranked[:TOP_POLICIES]
 
 
+def _review(period: Period) -> dict:
+    """Runs sampled for review in the period, by where their review stands; open findings now, of any period."""
+    in_period = Q(sampled_at__gte=period.start, sampled_at__lt=period.end)
+    counts = ReviewItem.objects.aggregate(
+        open_findings=Count("id", filter=Q(state="finding_open")),
+        **{state: Count("id", filter=in_period & Q(state=state)) for state in REVIEW_STATES})
+    by_state = {state: counts[state] for state in REVIEW_STATES}
+    sampled, reviewed = sum(by_state.values()), sum(by_state[s] for s in REVIEWED)
+    detail = (f"{reviewed} of {sampled} sampled runs reviewed" if sampled else "No run was sampled for review in "
+              "the period") + f"; {counts['open_findings']} open finding(s) now."
+    return {"available": bool(sampled or counts["open_findings"]), "detail": detail, "sampled": sampled,
+            "reviewed": reviewed, "coverage": round(reviewed / sampled, 4) if sampled else None, "by_state": by_state,
+            "open_findings": counts["open_findings"]}
+
+
 def dashboard_figures(period: Period) -> dict:
     """Every figure of the dashboard for the period, as the API answers it (STATEMENTS statements)."""
     approvals, approval_policies = _approvals(period)
@@ -242,6 +255,6 @@ def dashboard_figures(period: Period) -> dict:
         "model_fallbacks": _fallbacks(period),
         "tokens": _tokens(period),
         "policies_fired": _policies(decisions, approval_policies),
-        "review_coverage": dict(REVIEW_COVERAGE),
+        "review_coverage": _review(period),
     }
 

@@ -104,7 +104,7 @@ def _light_and_dark(browser, live) -> None:  # noqa: F811
                 chart = charts.nth(index)
                 assert chart.get_attribute("role") == "img" and chart.locator("title").first.text_content()
                 assert chart.bounding_box()["height"] > 20
-            assert "No review records yet" in page.locator("section.rv-dashboard").inner_text()
+            assert "No run was sampled for review in the period" in page.locator("section.rv-dashboard").inner_text()
             # The outcome chart's bars are coloured by the stylesheet (not black: the CSS variables resolved).
             fill = page.evaluate("getComputedStyle(document.querySelector('svg.rv-stacked rect.rv-ok')).fill")
             label = page.evaluate("getComputedStyle(document.querySelector('svg.rv-chart text.rv-label')).fill")

@@ -103,7 +103,10 @@ def test_every_figure_equals_the_count_taken_run_by_run(operator, approver):
     fired.update(a.policy_name for a in approvals if a.policy_name)
     assert {p["policy"]: p["fired"] for p in figures["policies_fired"]} == dict(fired.most_common(10))
     assert figures["policies_fired"][0]["fired"] == max(fired.values())
-    assert figures["review_coverage"]["available"] is False
+    assert figures["review_coverage"] == {
+        "available": False, "detail": "No run was sampled for review in the period; 0 open finding(s) now.",
+        "sampled": 0, "reviewed": 0, "coverage": None, "open_findings": 0,
+        "by_state": dict.fromkeys(["unassigned", "assigned", "signed_off", "finding_open", "resolved"], 0)}
 
 
 def test_the_period_counts_what_happened_in_it_only(operator):
@@ -119,6 +122,27 @@ def test_the_period_counts_what_happened_in_it_only(operator):
     assert empty["runs"]["total"] == 0 and empty["approvals"]["time_to_decision"]["all"]["median_seconds"] is None
 
 
+def test_review_coverage_counts_the_sampled_runs_by_their_state(operator):
+    from django.contrib.auth import get_user_model
+
+    from review.models import ReviewItem, SamplingRule
+    from review.records import review_assign, review_submit
+
+    SamplingRule.objects.create(name="all", percentage=100)
+    runs = [start(operator, text)["id"] for text in ("How healthy is Acme Corp?", "What is Dana Whitfield's salary?",
+                                                      "List all accounts.")]
+    lead = get_user_model().objects.get(username="compliance")
+    first, second = (ReviewItem.objects.get(run_id=r) for r in runs[:2])
+    for item, kind, extra in ((first, "sign_off", {}), (second, "finding", {"severity": "high", "note": "x"})):
+        review_assign(item=item, assignee=lead, by=lead)
+        review_submit(item=item, reviewer=lead, kind=kind, **extra)
+    coverage = dashboard_figures(default_period())["review_coverage"]
+    assert (coverage["sampled"], coverage["reviewed"], coverage["coverage"], coverage["open_findings"]) == (3, 2, 0.6667, 1)
+    assert coverage["by_state"] == {"unassigned": 1, "assigned": 0, "signed_off": 1, "finding_open": 1, "resolved": 0}
+    assert coverage["detail"] == "2 of 3 sampled runs reviewed; 1 open finding(s) now."
+    assert dashboard_figures(Period(date(2020, 1, 1), date(2020, 1, 3)))["review_coverage"]["open_findings"] == 1
+
+
 def test_the_statements_do_not_grow_with_the_runs(operator, approver):
     period = default_period()
     counted = []
@@ -130,7 +154,7 @@ def test_the_statements_do_not_grow_with_the_runs(operator, approver):
             figures = dashboard_figures(period)
         counted.append((figures["runs"]["total"], len(queries.captured_queries)))
     assert counted == [(1, STATEMENTS), (5, STATEMENTS)], counted
-    assert STATEMENTS == 7
+    assert STATEMENTS == 8
 
 
 @pytest.mark.django_db(transaction=False)

@@ -33,7 +33,7 @@ def test_compliance_and_governance_staff_find_the_dashboard_on_the_home_page(who
     assert len(svgs) == 9
     for svg in svgs:
         assert 'role="img"' in svg and "<title id=" in svg and "<desc id=" in svg
-    assert "No review records yet" in html
+    assert "No run was sampled for review in the period; 0 open finding(s) now." in html
     assert 'name="from"' in html and 'name="to"' in html
     assert "/api/v1/dashboard/summary/?created_after=" in html
     assert "dashboard.css" in html
