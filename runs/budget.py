@@ -29,6 +29,9 @@ FIELDS = {
     StopReason.MAX_TURNS: "max_turns",
     StopReason.DEADLINE: "deadline_seconds",
 }
+# A budget ask's call id starts so: the gate's limit on a run's approval requests counts the
+# requests its model's calls raised, not the harness's asks for budget (runs.tool_batch).
+ASK_PREFIX = "budget:"
 UNITS = {StopReason.TOKEN_BUDGET: "tokens", StopReason.TOOL_BUDGET: "tool calls", StopReason.MAX_TURNS: "turns",
          StopReason.DEADLINE: "seconds"}
 
@@ -103,7 +106,7 @@ def run_out(state: RunState, agent: dict, kind: str, *, run_id: str, needed: int
         state.budget_asks += 1
         state.parks += 1  # a run that parked has requests for its end to close (runs.lifecycle)
         asked = max(agent[FIELDS[kind]], needed)
-        ask = {"call_id": f"budget:{kind}:{state.budget_asks}", "kind": kind, "step": state.turns, "asked": asked,
+        ask = {"call_id": f"{ASK_PREFIX}{kind}:{state.budget_asks}", "kind": kind, "step": state.turns, "asked": asked,
                "limit": limit(state, agent, kind), "used": used(state, agent, kind)}
         if estimated is not None:
             ask["estimated"] = estimated

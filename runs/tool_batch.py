@@ -98,7 +98,8 @@ def _facts(state: RunState, snapshot: dict, deps: Deps, decisions: dict, *, aske
     return RunFacts(
         input_text=state.input_text, policies=context.policies(snapshot), tainted=state.tainted,
         taint_reasons=state.taint_reasons, active_skills=state.active_skills, granted_now=deps.granted_now,
-        approval_requests=len(decisions), asked=asked, leaks=deps.leaks, spoofed=provenance.flags,
+        approval_requests=sum(1 for key in decisions if not key.startswith(budget.ASK_PREFIX)), asked=asked,
+        leaks=deps.leaks, spoofed=provenance.flags,
     )
 
 

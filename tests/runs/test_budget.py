@@ -167,3 +167,16 @@ def test_a_state_written_before_budgets_reads_with_none_granted():
         del stored[key]
     state = RunState.from_json(stored)
     assert (state.extensions, state.budget_ask, state.budget_asks, state.tool_uses) == ({}, None, 0, {})
+
+
+def test_budget_asks_do_not_count_against_the_runs_approval_requests():
+    snap = snapshot(policies=[SECOPS], budget_role="finance")  # at most 5 approval requests a run
+    model = Model([("delete_account", {"account_id": "A-1"})])
+    state = step(harness.initial_state("Go."), snap, deps(model)).state
+    asks = {f"budget:max_turns:{n}:digest": {"id": f"b{n}", "status": "approved", "reason": ""} for n in range(1, 6)}
+    parked = step(state, snap, deps(model), decisions=asks)
+    assert isinstance(parked.outcome, harness.Park) and parked.outcome.tool == "delete_account"
+    # Five requests of the model's calls do use them up.
+    calls = {f"call_9_{n}:digest": {"id": f"a{n}", "status": "approved", "reason": ""} for n in range(1, 6)}
+    refused = step(state, snap, deps(model), decisions=calls)
+    assert [data["code"] for data in _events(refused, "tool_refused")] == ["approval_limit"]
