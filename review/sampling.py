@@ -98,16 +98,21 @@ def rules_for(run) -> list[SamplingRule]:
 def sample_sealed(*, run, receipt, body: dict, **_) -> ReviewItem | None:
     """The receipt_sealed receiver: evaluate the rules and write the run's ReviewItem if any samples it.
 
-    In a savepoint of the run's final transaction: a failure here is logged and never keeps the
-    run from ending (`manage.py` or the API can sample again: review.sampling.resample)."""
+    A run no rule samples costs one statement (the rules). The item is written in a savepoint of the
+    run's final transaction: a failure there is logged and never keeps the run from ending, and
+    `manage.py review_check` finds the run missing from the queue (review.completeness)."""
+    try:
+        reasons = reasons_for(run, body, rules_for(run))
+    except (KeyError, TypeError, ValueError):
+        logger.exception("sampling run %s for review failed; the run ended regardless", run.id)
+        return None
+    if not reasons:
+        return None
     try:
         with transaction.atomic():
-            reasons = reasons_for(run, body, rules_for(run))
-            if not reasons:
-                return None
             return ReviewItem.objects.create(run=run, receipt=receipt, reasons=reasons)
-    except (DatabaseError, KeyError, TypeError, ValueError):
-        logger.exception("sampling run %s for review failed; the run ended regardless", run.id)
+    except DatabaseError:
+        logger.exception("writing the review item of run %s failed; the run ended regardless", run.id)
         return None
 
 

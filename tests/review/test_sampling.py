@@ -1,6 +1,7 @@
 """Sampling rules: every always-sample trigger, the percentage's deterministic draw, the rule's
 scope, and the hook that writes the review item in the run's final transaction."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -116,3 +117,19 @@ def test_without_rules_nothing_is_sampled_and_resample_applies_a_later_rule(oper
     item = sampling.resample(Run.objects.get(id=run["id"]))
     assert [r["reason"] for r in item.reasons] == ["percentage"]
     assert sampling.resample(Run.objects.get(id=run["id"])) is None  # sampled once
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_no_rule_samples_costs_one_statement_and_a_sampled_one_its_item(operator):
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    SamplingRule.objects.create(name="blocks", always=[Trigger.BLOCKED])
+    answered = Run.objects.get(id=start(operator, "How healthy is Acme Corp?")["id"])
+    body = json.loads(answered.receipt.body)
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        assert sampling.sample_sealed(run=answered, receipt=answered.receipt, body=body) is None
+    assert len(queries.captured_queries) == 1
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        item = sampling.sample_sealed(run=answered, receipt=answered.receipt, body=body | {"status": "blocked"})
+    assert item.reasons[0]["reason"] == "blocked" and len(queries.captured_queries) <= 4  # rules, savepoint, insert, release
