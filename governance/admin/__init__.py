@@ -4,4 +4,4 @@ core.admin first: it sets the JSON form field every model admin registered after
 """
 
 import core.admin  # noqa: F401
-from governance.admin import accounts, policies, roles  # noqa: F401
+from governance.admin import accounts, drafts, policies, roles  # noqa: F401
