@@ -39,6 +39,7 @@ GATED = ("Goes through the gate: saved as a draft and in force only if the golde
 class PolicyOutputSerializer(serializers.ModelSerializer):
     agents = serializers.SlugRelatedField(many=True, read_only=True, slug_field="slug")
     approver_role = serializers.SlugRelatedField(read_only=True, slug_field="name", allow_null=True)
+    escalate_to_role = serializers.SlugRelatedField(read_only=True, slug_field="name", allow_null=True)
     keywords = serializers.ListField(child=serializers.CharField())
     target_tools = serializers.ListField(child=serializers.CharField())
 
@@ -47,7 +48,8 @@ class PolicyOutputSerializer(serializers.ModelSerializer):
         ref_name = "Policy"
         fields = [
             "id", "name", "type", "description", "enabled", "priority", "agents", "keywords", "match_mode", "regex",
-            "target_tools", "content", "response", "approver_role", "approval_ttl_seconds", "version",
+            "target_tools", "content", "response", "approver_role", "approval_ttl_seconds", "quorum",
+            "escalate_to_role", "escalate_after_seconds", "version",
             "emergency_reason", "created_at", "updated_at",
         ]
 
@@ -71,13 +73,23 @@ class PolicyInputSerializer(StrictFieldsMixin, serializers.Serializer):
     # At most 30 days: a request nobody decides for a month should expire, and the bound keeps
     # the value inside every database's integer range.
     approval_ttl_seconds = serializers.IntegerField(min_value=1, max_value=30 * 24 * 3600, required=False, allow_null=True)
+    # Tool approval: distinct approvers needed (one denial denies), and where an undecided
+    # request goes after how long. Escalation needs both, due before the request's TTL; the
+    # roles must have at least `quorum` active members (governance.services).
+    quorum = serializers.IntegerField(min_value=1, max_value=10, required=False,
+                                      help_text="Approvals needed, each from a different member of the role.")
+    escalate_to_role = serializers.CharField(max_length=150, required=False, allow_null=True,
+                                             help_text="The role a request moves to when not decided in time.")
+    escalate_after_seconds = serializers.IntegerField(
+        min_value=1, max_value=30 * 24 * 3600, required=False, allow_null=True,
+        help_text="How long the approver role has before the request escalates; less than the TTL.")
 
     class Meta:
         ref_name = "PolicyInput"
 
 
 def _policies():
-    return Policy.objects.select_related("approver_role").prefetch_related("agents")
+    return Policy.objects.select_related("approver_role", "escalate_to_role").prefetch_related("agents")
 
 
 class PolicyFilter(django_filters.FilterSet):

@@ -52,6 +52,12 @@ class PolicySpec:
     response: str = ""
     approver_role: str | None = None
     approval_ttl_seconds: int | None = None
+    # Tool approval: distinct approvers needed (one denial denies), and where an undecided
+    # request goes after how long (runs.approvals). A snapshot frozen before these existed reads
+    # the defaults: one approver, no escalation.
+    quorum: int = 1
+    escalate_to_role: str | None = None
+    escalate_after_seconds: int | None = None
     # Why the version in force was activated without a passing golden set (governance.drafts).
     emergency: str = ""
 
@@ -106,9 +112,12 @@ def _compile(policy: str, pattern: str):
         raise PolicyEvaluationError(policy, f"regex {pattern!r}: {exc}") from None
 
 
-def validate(spec: PolicySpec) -> list[str]:
-    """Problems that would make the policy fail closed at run time; empty when sound."""
-    problems = []
+def validate(spec: PolicySpec, *, default_ttl_seconds: int | None = None) -> list[str]:
+    """Problems that would make the policy fail closed at run time; empty when sound.
+
+    `default_ttl_seconds`: the TTL a request gets when the policy names none (the writers pass
+    the setting, so an escalation that could never happen before expiry is refused on save)."""
+    problems = approval_routing_problems(spec, default_ttl_seconds=default_ttl_seconds)
     if spec.type not in TYPES:
         problems.append(f"unknown policy type {spec.type!r}")
     if spec.match_mode not in ("any", "all"):
@@ -129,6 +138,23 @@ def validate(spec: PolicySpec) -> list[str]:
         problems.append(f"a {spec.type} needs content")
     if spec.type == "output_formatter" and "{answer}" not in spec.content:
         problems.append("an output formatter's content must contain {answer}")
+    return problems
+
+
+def approval_routing_problems(spec: PolicySpec, *, default_ttl_seconds: int | None = None) -> list[str]:
+    """Quorum and escalation: at least one approver; a role and a delay together or neither; an
+    escalation due before the request expires (one due after it would never happen)."""
+    problems = []
+    if not isinstance(spec.quorum, int) or spec.quorum < 1:
+        problems.append("quorum must be at least 1")
+    if bool(spec.escalate_to_role) != (spec.escalate_after_seconds is not None):
+        problems.append("escalation needs both a role to escalate to and a delay, or neither")
+    elif spec.escalate_to_role and spec.escalate_to_role == spec.approver_role:
+        problems.append("escalate_to_role must differ from the approver role")
+    ttl = spec.approval_ttl_seconds or default_ttl_seconds
+    if spec.escalate_after_seconds is not None and ttl is not None and spec.escalate_after_seconds >= ttl:
+        problems.append(f"escalate_after_seconds ({spec.escalate_after_seconds}) must be less than the request's "
+                        f"TTL ({ttl} s): the request would expire before it escalates")
     return problems
 
 

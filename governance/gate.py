@@ -43,6 +43,11 @@ class NeedsApproval:
     ttl_seconds: int | None
     policy: dict | None  # the policy decision, explained, when a policy asked
     reasons: list[str]
+    # From the policy that asked (a tool's own requires_approval, or the tainted-run rule, asks
+    # one person with no escalation).
+    quorum: int = 1
+    escalate_to_role: str | None = None
+    escalate_after_seconds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -129,7 +134,8 @@ def _approval(call: dict, snapshot: dict, run: RunFacts) -> NeedsApproval | None
     if found is not None:
         spec, decision = found
         return NeedsApproval(spec.approver_role, spec.approval_ttl_seconds, decision.explain(),
-                             [f"policy {spec.name} v{spec.version}"] + must)
+                             [f"policy {spec.name} v{spec.version}"] + must, quorum=spec.quorum,
+                             escalate_to_role=spec.escalate_to_role, escalate_after_seconds=spec.escalate_after_seconds)
     if tool.get("requires_approval"):
         if not tool.get("approver_role"):
             raise PolicyEvaluationError(f"tool {name}", "it requires approval but names no approver role")

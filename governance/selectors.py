@@ -2,12 +2,13 @@
 
 
 from core import stamp as governance_stamp
+from core.approver_roles import role_members, unstaffed_problem
 from governance.engine import PolicySpec
 from governance.models import Policy, ToolGrant
 
 POLICY_FIELDS = (
     "name", "type", "description", "enabled", "priority", "keywords", "match_mode", "regex",
-    "target_tools", "content", "response", "approval_ttl_seconds",
+    "target_tools", "content", "response", "approval_ttl_seconds", "quorum", "escalate_after_seconds",
 )
 
 
@@ -15,6 +16,7 @@ def policy_values(policy: Policy) -> dict:
     """Every editable value of a policy, JSON-ready: what history rows record."""
     values = {name: getattr(policy, name) for name in POLICY_FIELDS}
     values["approver_role"] = policy.approver_role.name if policy.approver_role_id else None
+    values["escalate_to_role"] = policy.escalate_to_role.name if policy.escalate_to_role_id else None
     values["agents"] = sorted(policy.agents.values_list("slug", flat=True)) if policy.pk else []
     return values
 
@@ -39,13 +41,16 @@ def policy_spec(policy: Policy, *, agent_slugs: list[str] | None = None) -> Poli
         response=policy.response,
         approver_role=policy.approver_role.name if policy.approver_role_id else None,
         approval_ttl_seconds=policy.approval_ttl_seconds,
+        quorum=policy.quorum,
+        escalate_to_role=policy.escalate_to_role.name if policy.escalate_to_role_id else None,
+        escalate_after_seconds=policy.escalate_after_seconds,
         emergency=policy.emergency_reason,
     )
 
 
 def policy_specs(*, agent_slug: str | None = None) -> list[PolicySpec]:
     """Enabled policies that apply to `agent_slug` (all agents' when None), in priority order."""
-    queryset = Policy.objects.filter(enabled=True).select_related("approver_role").prefetch_related("agents")
+    queryset = Policy.objects.filter(enabled=True).select_related("approver_role", "escalate_to_role").prefetch_related("agents")
     specs = [policy_spec(p) for p in queryset]
     if agent_slug is not None:
         specs = [s for s in specs if not s.agents or agent_slug in s.agents]
@@ -70,3 +75,21 @@ def granted_tool_names(*, role_names: list[str], stamp: str | None = None) -> se
 
 def user_role_names(user) -> list[str]:
     return sorted(user.groups.values_list("name", flat=True))
+
+
+def routing_staff_problems(policy: Policy) -> dict[str, list[str]]:
+    """Where a tool approval's quorum could never be met: its approver role, or the role it
+    escalates to (which must find the whole quorum again), has fewer active members than it asks
+    for. Keyed by the field to point at; empty when both are staffed enough."""
+    if policy.type != "tool_approval":
+        return {}
+    problems: dict[str, list[str]] = {}
+    if policy.escalate_to_role_id and (unstaffed := unstaffed_problem(policy.escalate_to_role)):
+        problems["escalate_to_role"] = [unstaffed]
+    for field in ("approver_role", "escalate_to_role"):
+        role = getattr(policy, field)
+        if field not in problems and role is not None and policy.quorum > 1 and role_members(role) < policy.quorum:
+            problems.setdefault(field, []).append(
+                f"the role {role.name!r} has {role_members(role)} active members, fewer than the quorum of "
+                f"{policy.quorum}: a request could never be approved. Add members or lower the quorum.")
+    return problems

@@ -1,5 +1,6 @@
 """Writes of the policy domain. Every policy change writes a PolicyVersion in the same transaction."""
 
+from django.conf import settings
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -9,11 +10,11 @@ from governance import engine
 from core.api_errors import NotFound
 from governance.models import Policy, PolicyVersion, ToolGrant
 from core.approver_roles import unstaffed_problem
-from governance.selectors import policy_spec, policy_values
+from governance.selectors import policy_spec, policy_values, routing_staff_problems
 
 _SCALARS = (
     "type", "description", "enabled", "priority", "keywords", "match_mode", "regex",
-    "target_tools", "content", "response", "approval_ttl_seconds",
+    "target_tools", "content", "response", "approval_ttl_seconds", "quorum", "escalate_after_seconds",
 )
 
 
@@ -21,13 +22,14 @@ def _apply(policy: Policy, values: dict) -> list[Agent] | None:
     for name in _SCALARS + ("name",):
         if name in values:
             setattr(policy, name, values[name])
-    if "approver_role" in values:
-        role = values["approver_role"]
-        if isinstance(role, str):
-            role = Group.objects.filter(name=role).first()
-            if role is None:
-                raise ValidationError({"approver_role": f"no role named {values['approver_role']!r}"})
-        policy.approver_role = role
+    for field in ("approver_role", "escalate_to_role"):
+        if field in values:
+            role = values[field]
+            if isinstance(role, str):
+                role = Group.objects.filter(name=role).first()
+                if role is None:
+                    raise ValidationError({field: f"no role named {values[field]!r}"})
+            setattr(policy, field, role)
     agents = None
     if "agents" in values:
         agents = [a if isinstance(a, Agent) else Agent.objects.filter(slug=a).first() for a in values["agents"]]
@@ -41,12 +43,15 @@ def _validate(policy: Policy, agents: list[Agent] | None) -> None:
     if not isinstance(policy.keywords, list) or not isinstance(policy.target_tools, list):
         raise ValidationError("keywords and target_tools must be lists")
     slugs = [a.slug for a in agents] if agents is not None else None
-    problems = engine.validate(policy_spec(policy, agent_slugs=slugs))
+    problems = engine.validate(policy_spec(policy, agent_slugs=slugs),
+                               default_ttl_seconds=settings.WARRANT["DEFAULT_APPROVAL_TTL_SECONDS"])
     if problems:
         raise ValidationError(problems)
     if policy.enabled and (unstaffed := unstaffed_problem(policy.approver_role)):
         # Disabling stays possible: only a policy that would park calls needs someone to decide them.
         raise ValidationError({"approver_role": [unstaffed]})
+    if policy.enabled and (short := routing_staff_problems(policy)):
+        raise ValidationError(short)
 
 
 @transaction.atomic

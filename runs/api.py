@@ -1,9 +1,9 @@
-"""The run API: start, read, trace, cancel; approvals; receipts. Thin views over services."""
+"""The run API: start, read, trace, cancel. Thin views over services (approvals: runs.approvals_api)."""
 
 import django_filters
 from django.conf import settings
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.generics import GenericAPIView, ListAPIView
@@ -12,15 +12,14 @@ from rest_framework.response import Response
 
 from governance import redaction
 from governance.auth import ApiTokenAuthentication
-from governance.tokens import auth_via
 from core.api_errors import Forbidden
 from core.filters import UtcIsoDateTimeFilter
 from core.api_fields import StrictSerializer, has_text
 from core.permissions import CanStartRuns
-from runs import outcome_refusals, provenance, selectors, services
+from runs import outcome_refusals, selectors, services
 from runs.idempotency import idempotent
 from runs.model_answer import model_answer
-from runs.models import ApprovalRequest, Run, RunEvent
+from runs.models import Run, RunEvent
 from runs.throttles import PostThrottle
 
 
@@ -253,117 +252,3 @@ class RunCancelApi(GenericAPIView):
         run = services.run_cancel(run=run, user=request.user)
         run = selectors.runs_visible_to(request.user).get(id=run.id)
         return Response(RunOutputSerializer(run, context={"request": request}).data)
-
-
-class ApprovalOutputSerializer(serializers.ModelSerializer):
-    run_id = serializers.UUIDField(source="run.id")
-    agent = serializers.CharField(source="run.agent.slug")
-    caller = serializers.CharField(source="run.caller.username")
-    approver_role = serializers.CharField(source="approver_role.name")
-    decided_by = serializers.CharField(source="decided_by.username", allow_null=True, default=None)
-    decided_via = serializers.CharField(
-        help_text="How the decider authenticated: 'session', or 'token:' and the token's public id; empty until decided.")
-    run_tainted = serializers.BooleanField(source="run.tainted")
-    run_taint_reasons = serializers.SerializerMethodField(
-        help_text="Why the run is tainted: where untrusted or instruction-like text came in, and what it matched.")
-    arguments_provenance = serializers.SerializerMethodField(
-        help_text="For each argument (a path such as 'to' or 'items[0].url'): whether its value, or an address or "
-                  "URL in it, appeared in untrusted text the run read, and where (origin, tool, call_id, excerpt, "
-                  "compared as a reader sees it: `exactly` is false for a look-alike); `flags` say why an address "
-                  "or URL in it is not what it looks like, and `spelled_out` shows its non-ASCII characters.")
-
-    class Meta:
-        model = ApprovalRequest
-        fields = [
-            "id", "run_id", "agent", "caller", "tool", "arguments", "arguments_sha256", "policy_name",
-            "policy_version", "approver_role", "reasons", "model_rationale", "run_tainted", "run_taint_reasons",
-            "arguments_provenance", "status", "decided_by", "decided_at", "decided_via", "reason", "expires_at", "created_at",
-        ]
-
-    def to_representation(self, approval: ApprovalRequest) -> dict:
-        data = super().to_representation(approval)
-        # Approvers are never the run's caller. They see recipients and amounts (what they decide
-        # on) but not secrets: the reasons say one is there, and the digest binds the real value.
-        data["arguments"] = _redacted(data["arguments"], SECRETS)
-        data["model_rationale"] = _redacted(data["model_rationale"], settings.WARRANT["REDACT"])
-        return data
-
-    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
-    def get_arguments_provenance(self, approval: ApprovalRequest) -> list[dict]:
-        return provenance.of_approval(approval)
-
-    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
-    def get_run_taint_reasons(self, approval: ApprovalRequest) -> list[str]:
-        return [line for line in approval.run.taint_reason.splitlines() if line]
-
-
-class ApprovalFilter(django_filters.FilterSet):
-    status = django_filters.ChoiceFilter(choices=ApprovalRequest.Status.choices)
-    role = django_filters.CharFilter(field_name="approver_role__name")
-
-    class Meta:
-        model = ApprovalRequest
-        fields = ["status", "role"]
-
-
-class ApprovalListApi(ListAPIView):
-    """Approval requests for your roles, oldest first (compliance sees all)."""
-
-    serializer_class = ApprovalOutputSerializer
-    filterset_class = ApprovalFilter
-
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):
-            return ApprovalRequest.objects.none()
-        return selectors.approvals_visible_to(self.request.user).order_by("created_at", "id")
-
-
-class ApprovalDecideApi(GenericAPIView):
-    approve = True
-    serializer_class = ApprovalOutputSerializer
-    throttle_classes = [PostThrottle]
-    throttle_scope = "approval_decide"
-
-    class ApprovalDecisionInputSerializer(StrictSerializer):
-        reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
-        idempotency_key = serializers.CharField(max_length=128, required=False)
-
-    @extend_schema(request=ApprovalDecisionInputSerializer, responses={200: ApprovalOutputSerializer},
-                   parameters=[IDEMPOTENCY_KEY])
-    @idempotent
-    def post(self, request, approval_id):
-        serializer = self.get_input_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        approval = get_object_or_404(selectors.approvals_visible_to(request.user), id=approval_id)
-        approval = services.approval_decide(
-            approval_id=approval.id, user=request.user, approve=self.approve, reason=serializer.validated_data["reason"],
-            via=auth_via(request),
-        )
-        approval = selectors.approvals_visible_to(request.user).get(id=approval.id)
-        return Response(ApprovalOutputSerializer(approval).data)
-
-    def get_input_serializer(self, **kwargs):
-        return self.ApprovalDecisionInputSerializer(**kwargs)
-
-
-class ApprovalApproveApi(ApprovalDecideApi):
-    """Approve: the parked call runs once, with exactly the approved arguments."""
-
-    approve = True
-
-
-class ApprovalDenialInputSerializer(StrictSerializer):
-    reason = serializers.CharField(
-        max_length=2000, help_text="Why; kept on the request and in the run's trace, which its caller reads.",
-        error_messages={"required": services.DENIAL_NEEDS_A_REASON, "blank": services.DENIAL_NEEDS_A_REASON})
-    idempotency_key = serializers.CharField(max_length=128, required=False)
-
-
-@extend_schema_view(post=extend_schema(request=ApprovalDenialInputSerializer))
-class ApprovalDenyApi(ApprovalDecideApi):
-    """Deny: the model is told the call was denied, and nothing runs. A denial needs a reason."""
-
-    approve = False
-
-    def get_input_serializer(self, **kwargs):
-        return ApprovalDenialInputSerializer(**kwargs)

@@ -1,11 +1,24 @@
-"""Decisions on approval requests, and their expiry: who may decide, and what a decision does.
+"""Decisions on approval requests, their escalation and their expiry: who may decide, and what a
+decision does.
 
-A decision closes the request and, if its run waits for it, puts the run back on the queue
-(runs.lifecycle.run_requeue); an expired request counts as denied. Both lock the run, then the
-request: the order every writer of both follows.
+A request needs `quorum` approvals from distinct members of its approver role (none of them the
+run's caller); each person decides a request once, and each decision is an append-only
+ApprovalDecision row (who, when, how they signed in, the role they decided as, why). The approval
+that reaches the quorum closes the request approved; the first denial closes it denied, whatever
+approvals came before. Closing puts a waiting run back on the queue (runs.lifecycle.run_requeue),
+so the call runs once, with exactly the arguments every approver saw. An approval short of the
+quorum is noted in the trace (approval_recorded) and the run keeps waiting.
+
+A request not decided by `escalate_at` moves to `escalate_to_role` (approval_escalate_due, the
+reconciler's work): the first role loses it, approvals given so far stay on record but no longer
+count, and the new role must find the whole quorum (someone who already decided cannot decide
+again). An expired request counts as denied, escalated or not.
+
+Every writer locks the run, then the request: deciders racing on one request are serialised by
+those locks, so it closes exactly once.
 """
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Subquery
 from django.db.models.fields.json import KT
 from django.utils import timezone
@@ -15,7 +28,7 @@ from core.api_errors import Conflict, DomainError, Forbidden, NotFound
 from governance.roles import account_set_up_by
 from runs import notify
 from runs.lifecycle import run_note, run_requeue
-from runs.models import ApprovalRequest, Run, RunEvent
+from runs.models import ApprovalDecision, ApprovalRequest, Run, RunEvent
 from runs.states import RunStatus
 
 DENIAL_NEEDS_A_REASON = "A denial needs a reason, so the requester knows why."
@@ -47,6 +60,8 @@ def check_approval_decide(*, approval: ApprovalRequest, user) -> None:
     """Raise unless `user` may decide `approval` now. Separation of duties binds superusers too."""
     # The user's roles as of now, kept under the governance stamp (memberships are stamped).
     if approval.approver_role.name not in access_of(user).roles:
+        if approval.escalated_at is not None:
+            raise Forbidden(f"this request escalated to {approval.approver_role.name!r}: only its members may decide it now")
         raise Forbidden(f"only members of {approval.approver_role.name!r} may decide this request")
     if approval.run.caller_id == user.pk or user.get_username() in _callers_recorded(approval.run):
         raise Forbidden("no one approves their own run")
@@ -54,6 +69,16 @@ def check_approval_decide(*, approval: ApprovalRequest, user) -> None:
         raise Forbidden("the run's caller created your account or changed your roles: someone else must decide")
     if approval.status != ApprovalRequest.Status.PENDING:
         raise Conflict(f"this request was already decided: {approval.status}", details={"status": approval.status})
+    if mine := _decision_of(approval, user):
+        # One decision per person: an approver who approved cannot also be the one who denies
+        # (nor count twice); someone else in the role decides the rest.
+        raise Conflict(f"you already {mine.decision} this request: it needs another member of "
+                       f"{approval.approver_role.name!r}", details={"status": approval.status, "yours": mine.decision})
+
+
+def _decision_of(approval: ApprovalRequest, user) -> ApprovalDecision | None:
+    """`user`'s decision on `approval`, if any (from the queue's prefetch when there is one)."""
+    return next((d for d in approval.decisions.all() if d.user_id == user.pk), None)
 
 
 def _lock_approval(approval_id) -> tuple[Run, ApprovalRequest] | None:
@@ -65,7 +90,8 @@ def _lock_approval(approval_id) -> tuple[Run, ApprovalRequest] | None:
            .annotate(snapshot_caller=KT("snapshot__caller__username")).first())
     if run is None:
         return None
-    approval = ApprovalRequest.objects.select_for_update().select_related("approver_role").get(id=approval_id)
+    approval = (ApprovalRequest.objects.select_for_update(of=("self",))
+                .select_related("approver_role", "escalate_to_role").get(id=approval_id))
     approval.run = run
     return run, approval
 
@@ -90,20 +116,50 @@ def approval_decide(*, approval_id, user, approve: bool, reason: str = "", via: 
             # Close it as expired (committed), and tell the approver their decision came too late.
             _approval_close(run, approval, ApprovalRequest.Status.EXPIRED, now=now, user=None, reason=EXPIRED_REASON)
         else:
-            status = ApprovalRequest.Status.APPROVED if approve else ApprovalRequest.Status.DENIED
-            _approval_close(run, approval, status, now=now, user=user, reason=reason, via=via)
+            _record_decision(run, approval, user=user, approve=approve, reason=reason, via=via, now=now)
     if expired:
         raise Conflict("this request expired before a decision; it counts as denied", details={"status": "expired"})
     return approval
 
 
+def _record_decision(run: Run, approval: ApprovalRequest, *, user, approve: bool, reason: str, via: str,
+                     now) -> None:
+    """Insert `user`'s decision; close the request if it denies or reaches the quorum."""
+    decision = (ApprovalDecision.Decision.APPROVED if approve else ApprovalDecision.Decision.DENIED).value
+    try:
+        with transaction.atomic():  # the unique (approval, user) backs the check made under the locks
+            ApprovalDecision.objects.create(approval=approval, user=user, username=user.get_username(),
+                                            role=approval.approver_role.name, decision=decision, reason=reason, via=via)
+    except IntegrityError:
+        raise Conflict("you already decided this request", details={"status": approval.status}) from None
+    if approve:
+        approval.approvals_count += 1
+    if not approve or approval.approvals_count >= approval.quorum:
+        status = ApprovalRequest.Status.APPROVED if approve else ApprovalRequest.Status.DENIED
+        _approval_close(run, approval, status, now=now, user=user, reason=reason, via=via)
+        return
+    approval.save(update_fields=["approvals_count"])
+    run_note(run, (run.step, "approval_recorded", {
+        "approval_id": str(approval.id), "tool": approval.tool, "decision": decision,
+        "decided_by": user.get_username(), "role": approval.approver_role.name, "reason": reason,
+        "decided_via": via, "approvals": approval.approvals_count, "quorum": approval.quorum}))
+
+
+def _approved_by(approval: ApprovalRequest) -> list[str]:
+    """Who approved it as its current role, in order: the approvals its quorum counted."""
+    return list(approval.decisions.filter(decision=ApprovalDecision.Decision.APPROVED, role=approval.approver_role.name)
+                .order_by("created_at", "id").values_list("username", flat=True))
+
+
 def _approval_close(run: Run, approval: ApprovalRequest, status: str, *, now, user, reason: str, via: str = "") -> None:
     approval.status, approval.decided_by, approval.decided_at, approval.reason = status, user, now, reason
     approval.decided_via = via
-    approval.save(update_fields=["status", "decided_by", "decided_at", "reason", "decided_via"])
+    approval.save(update_fields=["status", "decided_by", "decided_at", "reason", "decided_via", "approvals_count"])
     decided = (run.step, "approval_decided", {
         "approval_id": str(approval.id), "tool": approval.tool, "decision": status,
         "decided_by": user.get_username() if user else None, "reason": reason, "decided_via": via or None})
+    if approval.quorum > 1:  # which approvals the quorum counted (a single approver is decided_by)
+        decided[2].update(quorum=approval.quorum, approved_by=_approved_by(approval))
     if run.status in (RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_BUDGET):  # a budget ask resumes it too
         # Time spent waiting for a human does not count against the run's own deadline.
         waited = now - approval.created_at
@@ -113,16 +169,48 @@ def _approval_close(run: Run, approval: ApprovalRequest, status: str, *, now, us
     notify.approval_decided(approval)  # the caller is told, after commit
 
 
-def approval_expire_due() -> int:
+def approval_expire_due(*, now=None) -> int:
     """Close every pending request past its deadline as expired, and resume its run. The
-    reconciler's work (runs.reconcile), never a read's."""
+    reconciler's work (runs.reconcile), never a read's. `now`: the clock (tests move it)."""
     count = 0
-    due = ApprovalRequest.objects.filter(status="pending", expires_at__lte=timezone.now())
+    now = now or timezone.now()
+    due = ApprovalRequest.objects.filter(status="pending", expires_at__lte=now)
     for approval_id in due.values_list("id", flat=True):
         with transaction.atomic():
             locked = _lock_approval(approval_id)
             if locked is not None and locked[1].status == ApprovalRequest.Status.PENDING:
-                _approval_close(*locked, ApprovalRequest.Status.EXPIRED, now=timezone.now(), user=None,
-                                reason=EXPIRED_REASON)
+                _approval_close(*locked, ApprovalRequest.Status.EXPIRED, now=now, user=None, reason=EXPIRED_REASON)
                 count += 1
     return count
+
+
+def approval_escalate_due(*, now=None) -> int:
+    """Move every pending request whose escalation is due (and that has not expired) to the role
+    it escalates to: the reconciler's work. Once only: an escalated request does not move again."""
+    count = 0
+    now = now or timezone.now()
+    due = ApprovalRequest.objects.filter(status="pending", escalated_at__isnull=True, escalate_to_role__isnull=False,
+                                         escalate_at__lte=now, expires_at__gt=now)
+    for approval_id in due.values_list("id", flat=True):
+        with transaction.atomic():
+            locked = _lock_approval(approval_id)
+            if locked is None:
+                continue
+            run, approval = locked
+            if (approval.status == ApprovalRequest.Status.PENDING and approval.escalated_at is None
+                    and approval.escalate_to_role_id is not None and approval.expires_at > now):
+                _escalate(run, approval, now=now)
+                count += 1
+    return count
+
+
+def _escalate(run: Run, approval: ApprovalRequest, *, now) -> None:
+    first, counted = approval.approver_role, approval.approvals_count
+    approval.escalated_from_role, approval.approver_role = first, approval.escalate_to_role
+    approval.escalated_at, approval.approvals_count = now, 0
+    approval.save(update_fields=["escalated_from_role", "approver_role", "escalated_at", "approvals_count"])
+    run_note(run, (run.step, "approval_escalated", {
+        "approval_id": str(approval.id), "tool": approval.tool, "from_role": first.name,
+        "to_role": approval.approver_role.name, "escalate_at": approval.escalate_at.isoformat(),
+        "approvals_before": counted, "quorum": approval.quorum}))
+    notify.approval_escalated(approval)  # the role it moved to is told, after commit

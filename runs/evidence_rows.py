@@ -18,6 +18,7 @@ from django.db.models.functions import Cast
 from django.utils.dateparse import parse_datetime
 
 from governance.models import PolicyVersion
+from runs.approval_evidence import approval_extras
 from runs.models import ApprovalRequest, Receipt, ReceiptCheckpoint, Run, RunEvent
 from runs.states import TERMINAL
 
@@ -67,10 +68,12 @@ def approvals(plan, tally):
     rows = (ApprovalRequest.objects.filter(**_in_piece(plan)).order_by("run__receipt__seq", "created_at", "id")
             .values_list("id", "run_id", "tool", "arguments_sha256", "approver_role__name", "status", decider,
                          "decided_via", "decided_at", "reason"))
+    # Quorum, each person's decision and escalation, as the receipt sealed them (runs.approval_evidence).
+    extras = approval_extras(**_in_piece(plan))
     for id_, run_id, tool, digest, role, status, decided_by, via, decided_at, reason in rows.iterator(chunk_size=CHUNK):
         row = {"id": str(id_), "run_id": str(run_id), "tool": tool, "arguments_sha256": digest, "approver_role": role,
                "status": status, "decided_by": decided_by, "decided_via": via, "decided_at": iso(decided_at),
-               "reason": reason}
+               "reason": reason} | extras.get(str(id_), {})
         tally.approval(row)
         yield row
 

@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from core.api_errors import Conflict
 from runs import harness, notify, outcome_refusals
+from runs.approval_routing import request_routing
 from runs.events import write_events
 from runs.models import ApprovalRequest, Run
 from runs.queue import enqueue
@@ -252,7 +253,7 @@ def _new_request(run: Run, park: harness.Park, role: Group) -> ApprovalRequest:
         policy_version=park.policy["version"] if park.policy else None,
         policy_name=park.policy["policy"] if park.policy else "",
         approver_role=role, reasons=park.reasons, model_rationale=park.rationale,
-        expires_at=timezone.now() + timedelta(seconds=ttl),
+        expires_at=timezone.now() + timedelta(seconds=ttl), **request_routing(park, timezone.now()),
         **({"kind": ApprovalRequest.Kind.BUDGET, "budget": park.budget} if isinstance(park, harness.ParkBudget) else {}),
     )
 

@@ -42,6 +42,10 @@ class Park:
     # For each argument: whether its value appeared in untrusted text, where, and what is wrong
     # with its addresses and URLs (runs.provenance). Computed here, once, for the approver's card.
     provenance: list = field(default_factory=list)
+    # The asking policy's quorum and escalation (governance.gate.NeedsApproval), for the request.
+    quorum: int = 1
+    escalate_to_role: str | None = None
+    escalate_after_seconds: int | None = None
 
 
 @dataclass(frozen=True)

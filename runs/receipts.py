@@ -15,6 +15,7 @@ from django.dispatch import Signal
 
 from governance.drafts import emergency_marks
 from runs import outcome_refusals, signing, witness
+from runs.approval_evidence import approval_extras
 from runs.models import ApprovalRequest, Receipt, Run
 from runs.standing import receipt_entries
 from runs.trace import trace_head_of
@@ -64,10 +65,12 @@ def approvals_by_run(run_ids) -> dict[str, list[dict]]:
     found: dict[str, list[dict]] = {}
     rows = (ApprovalRequest.objects.filter(run_id__in=run_ids).order_by("created_at", "id")
             .values_list("run_id", *_approval_columns()))
+    extras = approval_extras(run_id__in=run_ids)  # quorum, each person's decision, escalation
     for run_id, id_, tool, digest, role, status, decided_by, via, decided_at, reason in rows:
         found.setdefault(str(run_id), []).append(
             {"id": str(id_), "tool": tool, "arguments_sha256": digest, "approver_role": role, "decision": status,
-             "decided_by": decided_by, "decided_via": via, "decided_at": _iso(decided_at), "reason": reason})
+             "decided_by": decided_by, "decided_via": via, "decided_at": _iso(decided_at), "reason": reason}
+            | extras.get(str(id_), {}))
     return found
 
 

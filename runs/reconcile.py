@@ -1,4 +1,4 @@
-"""The reconciler: overdue approval requests expire, and lost work goes back on the queue.
+"""The reconciler: overdue approval requests escalate or expire, and lost work goes back on the queue.
 
 Celery beat runs it (runs.run_reconcile) where there is a broker, and so does a ticker in every
 worker; without one, the embedded ticker does (runs.ticker). Never a read: looking at a run or a
@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from runs.approvals import approval_expire_due
+from runs.approvals import approval_escalate_due, approval_expire_due
 from runs.models import Run
 from runs.notify import remind_expiring
 from runs.queue import enqueue
@@ -26,8 +26,9 @@ from runs.states import RunStatus
 from runs.witness import witness_catch_up
 
 
-def run_reconcile(*, queued_grace_seconds: int | None = None) -> dict:
-    """Expire overdue approval requests, and put lost work back on the queue.
+def run_reconcile(*, queued_grace_seconds: int | None = None, now=None) -> dict:
+    """Expire overdue approval requests, escalate those due, and put lost work back on the queue.
+    `now`: the clock for the approval requests (tests move it; leases and the queue read the real one).
 
     A running run whose lease lapsed lost its worker (a live one renews it: runs.lease), unless
     that worker is a process on this host that still runs (the embedded worker, whose step run
@@ -37,16 +38,18 @@ def run_reconcile(*, queued_grace_seconds: int | None = None) -> dict:
     """
     with _one_at_a_time() as ours:
         if not ours:
-            return {"skipped": True, "expired_approvals": 0, "reminded_approvals": 0, "lost_leases": 0,
-                    "stale_queued": 0, "witness": None}
-        return _reconcile(queued_grace_seconds)
+            return {"skipped": True, "expired_approvals": 0, "escalated_approvals": 0, "reminded_approvals": 0,
+                    "lost_leases": 0, "stale_queued": 0, "witness": None}
+        return _reconcile(queued_grace_seconds, approvals_now=now)
 
 
-def _reconcile(queued_grace_seconds: int | None) -> dict:
+def _reconcile(queued_grace_seconds: int | None, *, approvals_now=None) -> dict:
     now = timezone.now()
     if queued_grace_seconds is None:
         queued_grace_seconds = settings.WARRANT["QUEUED_GRACE_SECONDS"]
-    expired = approval_expire_due()
+    # Expiry first: a request past its TTL counts as denied, and does not escalate on its way out.
+    expired = approval_expire_due(now=approvals_now)
+    escalated = approval_escalate_due(now=approvals_now)
     reminded = remind_expiring(now)  # their approvers told once, before they expire
     lapsed = Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now).values_list("id", "lease_owner")
     lost = [run_id for run_id, owner in lapsed if not _runs_here(owner)]
@@ -62,7 +65,8 @@ def _reconcile(queued_grace_seconds: int | None) -> dict:
         enqueue(run_id)
     # A witness sink that was down when runs sealed is brought up to the chain's head.
     caught_up = witness_catch_up()
-    return {"expired_approvals": expired, "reminded_approvals": reminded, "lost_leases": len(lost),
+    return {"expired_approvals": expired, "escalated_approvals": escalated, "reminded_approvals": reminded,
+            "lost_leases": len(lost),
             "stale_queued": len(stale), "witness": caught_up}
 
 

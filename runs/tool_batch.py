@@ -135,7 +135,9 @@ def _park(state: RunState, snapshot: dict, call: dict, digest: str, needed: Need
     state.provenance[call["id"]] = found
     return Park(call_id=call["id"], step=call["step"], tool=call["name"], arguments=call["arguments"],
                 arguments_sha256=digest, approver_role=needed.approver_role, ttl_seconds=needed.ttl_seconds,
-                policy=needed.policy, reasons=needed.reasons, rationale=state.rationale, provenance=found)
+                policy=needed.policy, reasons=needed.reasons, rationale=state.rationale, provenance=found,
+                quorum=needed.quorum, escalate_to_role=needed.escalate_to_role,
+                escalate_after_seconds=needed.escalate_after_seconds)
 
 
 def _deny(state: RunState, events: list, call: dict, decision: dict) -> None:

@@ -1,15 +1,16 @@
 from django.urls import path
 
-from runs import api, receipts_api, standing_api
+from runs import api, approvals_api, receipts_api, standing_api
 
 urlpatterns = [
     path("runs/", api.RunListCreateApi.as_view(), name="run-list"),
     path("runs/<uuid:run_id>/", api.RunDetailApi.as_view(), name="run-detail"),
     path("runs/<uuid:run_id>/events/", api.RunEventsApi.as_view(), name="run-events"),
     path("runs/<uuid:run_id>/cancel/", api.RunCancelApi.as_view(), name="run-cancel"),
-    path("approvals/", api.ApprovalListApi.as_view(), name="approval-list"),
-    path("approvals/<uuid:approval_id>/approve/", api.ApprovalApproveApi.as_view(), name="approval-approve"),
-    path("approvals/<uuid:approval_id>/deny/", api.ApprovalDenyApi.as_view(), name="approval-deny"),
+    path("approvals/", approvals_api.ApprovalListApi.as_view(), name="approval-list"),
+    path("approvals/<uuid:approval_id>/", approvals_api.ApprovalDetailApi.as_view(), name="approval-detail"),
+    path("approvals/<uuid:approval_id>/approve/", approvals_api.ApprovalApproveApi.as_view(), name="approval-approve"),
+    path("approvals/<uuid:approval_id>/deny/", approvals_api.ApprovalDenyApi.as_view(), name="approval-deny"),
     path("standing-approvals/", standing_api.StandingApprovalListCreateApi.as_view(), name="standing-list"),
     path("standing-approvals/<uuid:standing_id>/", standing_api.StandingApprovalDetailApi.as_view(),
          name="standing-detail"),

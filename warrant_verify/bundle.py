@@ -12,7 +12,10 @@ from .keys import KeySetError, load_key_set, merge_key_sets, retirement_of, veri
 from .messages import GENESIS, manifest_message
 from .review_chain import REVIEW_FILE, verify_review_file
 
-APPROVAL_FIELDS = ("tool", "arguments_sha256", "approver_role", "decided_by", "decided_via", "decided_at", "reason")
+# quorum, decisions, escalated_from_role and escalated_at appear only when they say something
+# (more than one approver, people's decisions recorded, an escalation): absent on both sides otherwise.
+APPROVAL_FIELDS = ("tool", "arguments_sha256", "approver_role", "decided_by", "decided_via", "decided_at", "reason",
+                   "quorum", "decisions", "escalated_from_role", "escalated_at")
 RUN_FIELDS = ("status", "input_sha256", "output_sha256")
 
 

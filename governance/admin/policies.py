@@ -5,6 +5,7 @@ decides nothing the API would decide differently.
 """
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
@@ -19,12 +20,12 @@ from core.admin import ReadOnlyAdmin
 from core.approver_roles import unstaffed_problem
 from core.parsers import loads_bounded
 from core.permissions import is_governance_admin
-from governance import engine, services
+from governance import drafts, engine
 from core.diffs import values_diff
 from governance.evaluation import MAX_EVALUATE_INPUT_CHARS, hidden_tools, policy_evaluate
 from governance.models import Policy, PolicyVersion
 from governance.roles import describe, unstaffed_approver_roles
-from governance.selectors import policy_spec
+from governance.selectors import policy_spec, routing_staff_problems
 
 
 class WordListField(forms.CharField):
@@ -69,9 +70,15 @@ class PolicyAdminForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        if "quorum" in self.fields:  # left empty: one approver, as before quorums existed
+            self.fields["quorum"].required = False
         if self.instance.pk:
             self.fields["expected_version"].required = True
             self.fields["expected_version"].initial = self.instance.version
+
+    def clean_quorum(self):
+        quorum = self.cleaned_data.get("quorum")
+        return 1 if quorum is None else quorum
 
     def clean_expected_version(self):
         expected = self.cleaned_data.get("expected_version")
@@ -96,13 +103,18 @@ class PolicyAdminForm(forms.ModelForm):
         # The same checks the engine applies at run time, so a policy that would fail closed never saves.
         candidate = Policy(**{k: v for k, v in data.items() if k not in ("agents", "expected_version")})
         candidate.pk = self.instance.pk
-        problems = engine.validate(policy_spec(candidate, agent_slugs=[a.slug for a in data.get("agents") or []]))
+        problems = engine.validate(policy_spec(candidate, agent_slugs=[a.slug for a in data.get("agents") or []]),
+                                   default_ttl_seconds=settings.WARRANT["DEFAULT_APPROVAL_TTL_SECONDS"])
         for problem in problems:
-            field = next((f for f in ("regex", "approver_role", "target_tools", "keywords", "content", "response")
-                          if f.split("_")[0] in problem), None)
+            field = next((f for f in ("regex", "approver_role", "target_tools", "keywords", "content", "response",
+                                      "quorum", "escalate_after_seconds") if f.split("_")[0] in problem), None)
             self.add_error(field, problem)
         if data.get("enabled") and (unstaffed := unstaffed_problem(data.get("approver_role"))):
             self.add_error("approver_role", unstaffed)
+        if data.get("enabled") and not problems:
+            for field, messages_ in routing_staff_problems(candidate).items():
+                for message in messages_:
+                    self.add_error(field, message)
         return data
 
 
@@ -120,6 +132,7 @@ class PolicyAdmin(admin.ModelAdmin):
         ("Where it applies", {"fields": ["agents"]}),
         ("When it fires", {"fields": ["keywords", "match_mode", "regex", "target_tools"]}),
         ("What it does", {"fields": ["content", "response", "approver_role", "approval_ttl_seconds"]}),
+        ("Who approves (tool approvals)", {"fields": ["quorum", "escalate_to_role", "escalate_after_seconds"]}),
         ("Version", {"fields": ["version", "created_at", "updated_at", "expected_version"]}),
     ]
 
@@ -139,31 +152,50 @@ class PolicyAdmin(admin.ModelAdmin):
         return super().get_queryset(request).prefetch_related("agents")
 
     def save_model(self, request, obj, form, change):
-        # Every change goes through the service so that it writes a history row.
+        # Every change is a draft put in force through its gate (governance.drafts), which writes the
+        # history row; a failing golden set leaves the policy as it was, and the draft says why.
         values = {name: form.cleaned_data[name] for name in form.cleaned_data if name not in ("agents", "expected_version")}
         values["agents"] = list(form.cleaned_data.get("agents", []))
-        if change:
-            saved = services.policy_update(policy=Policy.objects.get(pk=obj.pk), values=values, user=request.user)
-        else:
-            saved = services.policy_create(values=values, user=request.user)
-        obj.pk, obj.version = saved.pk, saved.version
+        current = Policy.objects.get(pk=obj.pk) if change else None
+        saved = self._gated(request, policy=current, values=values)
+        if saved is not None:
+            obj.pk, obj.version = saved.pk, saved.version
+        elif current is not None:
+            obj.refresh_from_db()
+
+    def response_add(self, request, obj, post_url_continue=None):
+        if obj.pk is None:  # refused by its gate: nothing to open; the message links the draft
+            return redirect("admin:governance_policy_changelist")
+        return super().response_add(request, obj, post_url_continue)
+
+    def _gated(self, request, **change) -> Policy | None:
+        """The change through its gate: the policy in force after it, or None (refused, said in a message)."""
+        try:
+            return drafts.propose_and_activate(user=request.user, **change)[1]
+        except drafts.GateFailed as exc:
+            link = reverse("admin:governance_policydraft_change", args=[exc.details["draft"]])
+            self.message_user(request, format_html(
+                'Not in force: {} <a href="{}">The draft and its cases before and after.</a>', exc.message, link),
+                messages.ERROR)
+            return None
 
     def save_related(self, request, form, formsets, change):
         pass  # agents were set by the service
 
     def delete_model(self, request, obj):
-        services.policy_delete(policy=obj, user=request.user)
+        self._gated(request, policy=obj, delete=True)
 
     def delete_queryset(self, request, queryset):
         for policy in queryset:
-            services.policy_delete(policy=policy, user=request.user)
+            self._gated(request, policy=policy, delete=True)
 
     def _set_enabled(self, request, queryset, enabled: bool) -> None:
         changed = 0
         for policy in queryset:
             if policy.enabled != enabled:
                 try:
-                    services.policy_update(policy=policy, values={"enabled": enabled}, user=request.user)
+                    if self._gated(request, policy=policy, values={"enabled": enabled}) is None:
+                        continue
                 except ValidationError as exc:  # e.g. its approver role has no members
                     self.message_user(request, f"{policy.name} was not enabled: {' '.join(exc.messages)}", messages.ERROR)
                     continue

@@ -68,6 +68,7 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     ("POST", "runs/{run_id}/cancel/"):              (401,  200,  404,  403,  403,  404),  # only the caller; who can read it (compliance, superuser) gets 403
     # --- approvals: members of the approver role (secops), never the run's caller, superusers not exempt.
     ("GET", "approvals/"):                          (401,  200,  200,  200,  200,  200),  # filtered to the persona's roles (compliance/superuser: all)
+    ("GET", "approvals/{approval_id}/"):            (401,  404,  200,  200,  200,  404),  # one request and its decisions; same visibility as the list
     ("POST", "approvals/{approval_id}/approve/"):   (401,  404,  200,  403,  403,  404),  # operator: not in secops, request invisible
     ("POST", "approvals/{approval_id}/deny/"):      (401,  404,  200,  403,  403,  404),  # compliance/admin see it, may not decide it
     # --- standing approvals: granted by members of the role a policy asks (superusers not exempt); revoked by
@@ -521,7 +522,7 @@ def _assert_effect(world, method, route, persona, expected, response):
     allowed = 200 <= expected < 300
     if (method, route) == ("POST", "runs/"):
         assert Run.objects.filter(input="List all accounts.").exists() is allowed
-    elif route.startswith("approvals/{approval_id}/"):
+    elif method == "POST" and route.startswith("approvals/{approval_id}/"):
         approval = ApprovalRequest.objects.get(id=world.pending_approval_id)
         if allowed:
             assert approval.status == ("approved" if route.endswith("approve/") else "denied")

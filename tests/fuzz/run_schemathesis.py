@@ -186,7 +186,12 @@ BUSINESS_RULES = {
     # governance.roles: an approver role needs an active member (a role the fuzz itself just made has none).
     # A tool that requires approval must name who approves it (agents.services.tool_update).
     "approver_role": r"^(no role named |Object with name=.* does not exist\.$|the role .* has no active members"
-                     r"|A tool that requires approval names the role that approves it\.$)",
+                     r"|A tool that requires approval names the role that approves it\.$"
+                     r"|the role .* has \d+ active members, fewer than the quorum )",
+    # governance.selectors.routing_staff_problems: the role a request escalates to must be able to
+    # meet the quorum too.
+    "escalate_to_role": r"^(no role named |the role .* has no active members|the role .* has \d+ active members, "
+                        r"fewer than the quorum )",
     "tool": r"^Object with name=.* does not exist\.$",
     # runs.standing: a standing approval's pattern must be able to match a valid call, and lasts 30 days at most.
     "arguments": r'^(must be \{"equals"|"in" (takes|lists) |the tool (takes no such|requires this) argument'
@@ -240,7 +245,10 @@ BUSINESS_RULES = {
     "values": r"^(a deletion carries no values|the values the policy would have)$",
     "emergency_reason": r"^state why this cannot wait for a passing golden set$",
     # governance.engine.validate: what each policy type needs besides its own fields.
-    "non_field_errors": r"^(an? [a-z_ ]+ needs |an output formatter's content must contain \{answer\}$|invalid regex: )",
+    "non_field_errors": r"^(an? [a-z_ ]+ needs |an output formatter's content must contain \{answer\}$|invalid regex: "
+                        # governance.engine.approval_routing_problems: quorum and escalation together.
+                        r"|escalation needs both |escalate_to_role must differ |escalate_after_seconds \(\d+\) must be "
+                        r"less than )",
 }
 # Rules whose message may stand under any field: an evidence bundle is chosen by its period alone
 # (runs/receipts_api.py), whichever other filter of the export the schema offers is sent with it.
