@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from core.api_views import errors
 from review.figures import DEFAULT_DAYS, MAX_DAYS, OUTCOMES, DECISIONS, PeriodError, dashboard_figures, period_from
 from review.views import may_see_dashboard
+from runs import outcome_refusals
 
 PARAMETERS = ("created_after", "created_before")
 
@@ -43,11 +44,22 @@ class RunsDaySerializer(serializers.Serializer):
     blocked = serializers.IntegerField(min_value=0)
 
 
+RefusedKindsSerializer = type("RefusedKindsSerializer", (serializers.Serializer,), {
+    kind: serializers.IntegerField(min_value=0) for kind in outcome_refusals.KINDS})
+
+
+class RefusedRunsSerializer(serializers.Serializer):
+    total = serializers.IntegerField(min_value=0, help_text="Runs refused an action: a denial, an expiry, a call "
+                                                            "refused when it was to run, a tool cap, a budget refused.")
+    by_kind = RefusedKindsSerializer(help_text="Runs refused at least one action of each kind.")
+
+
 class RunsSerializer(serializers.Serializer):
     total = serializers.IntegerField(min_value=0, help_text="Runs asked for in the period.")
     by_outcome = OutcomeCountsSerializer(help_text="By status now (a run still parked counts as awaiting_approval).")
     tainted = serializers.IntegerField(min_value=0)
     blocked = serializers.IntegerField(min_value=0)
+    refused = RefusedRunsSerializer()
     by_day = RunsDaySerializer(many=True, help_text="Every day of the period, days without runs too.")
 
 

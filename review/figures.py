@@ -14,12 +14,14 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum, TextField
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum, TextField, Value
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, TruncDate
+from django.db.models.lookups import Contains
 from django.utils import timezone
 
 from review.models import ReviewItem
+from runs import outcome_refusals
 from runs.models import ApprovalRequest, Run, RunEvent
 from runs.states import RunStatus
 
@@ -113,10 +115,21 @@ def _timing(seconds: list[float]) -> dict:
             "p90_seconds": None if p90 is None else round(p90, 3)}
 
 
+def _refused_counts() -> dict:
+    """Runs refused any action, and refused one of each kind, counted in the GROUP BY's own statement.
+    The kinds are a JSON list of known words, so its text holds '"denied"' exactly when it does
+    (runs.outcome_refusals; SQLite has no JSON containment)."""
+    kinds = Cast("refused_kinds", TextField())
+    return {"refused": Count("id", filter=Q(refused_count__gt=0))} | {
+        f"refused_{kind}": Count("id", filter=Q(refused_count__gt=0) & Contains(kinds, Value(f'"{kind}"')))
+        for kind in outcome_refusals.KINDS}
+
+
 def _runs(period: Period) -> dict:
     rows = (Run.objects.filter(created_at__gte=period.start, created_at__lt=period.end)
             .annotate(day=TruncDate("created_at", tzinfo=UTC)).order_by()
-            .values("day", "status", "tainted").annotate(n=Count("id")))
+            .values("day", "status", "tainted").annotate(n=Count("id"), **_refused_counts()))
+    refused = {"total": 0, "by_kind": dict.fromkeys(outcome_refusals.KINDS, 0)}
     by_day = {day: {"date": day.isoformat(), "total": 0, "by_outcome": dict.fromkeys(OUTCOMES, 0), "tainted": 0,
                     "blocked": 0} for day in period.days}
     for row in rows:
@@ -125,10 +138,14 @@ def _runs(period: Period) -> dict:
         day["by_outcome"][row["status"]] = day["by_outcome"].get(row["status"], 0) + row["n"]
         day["tainted"] += row["n"] if row["tainted"] else 0
         day["blocked"] += row["n"] if row["status"] == RunStatus.BLOCKED else 0
+        refused["total"] += row["refused"]
+        for kind in outcome_refusals.KINDS:
+            refused["by_kind"][kind] += row[f"refused_{kind}"]
     days = list(by_day.values())
     totals = {outcome: sum(d["by_outcome"][outcome] for d in days) for outcome in OUTCOMES}
     return {"total": sum(d["total"] for d in days), "by_outcome": totals,
-            "tainted": sum(d["tainted"] for d in days), "blocked": sum(d["blocked"] for d in days), "by_day": days}
+            "tainted": sum(d["tainted"] for d in days), "blocked": sum(d["blocked"] for d in days),
+            "refused": refused, "by_day": days}
 
 
 def _approvals(period: Period) -> tuple[dict, list[dict]]:

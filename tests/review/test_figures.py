@@ -60,6 +60,10 @@ def test_every_figure_equals_the_count_taken_run_by_run(operator, approver):
     assert {k: v for k, v in figures["runs"]["by_outcome"].items() if v} == dict(statuses)
     assert figures["runs"]["tainted"] == sum(r.tainted for r in runs) >= 1
     assert figures["runs"]["blocked"] == statuses["blocked"] == 1
+    # Runs refused an action, from the runs' own columns: the denied delete and the revoked one.
+    assert figures["runs"]["refused"]["total"] == sum(1 for r in runs if r.refused_count) == 2
+    assert {k: v for k, v in figures["runs"]["refused"]["by_kind"].items() if v} == dict(
+        Counter(kind for r in runs for kind in r.refused_kinds))
     today = timezone.now().astimezone(UTC).date().isoformat()
     [day] = [d for d in figures["runs"]["by_day"] if d["total"]]
     assert day["date"] == today and day["total"] == len(runs) and len(figures["runs"]["by_day"]) == 14
