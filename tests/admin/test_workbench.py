@@ -299,7 +299,18 @@ def test_the_receipt_list_checks_after_the_newest_signed_checkpoint_and_the_butt
 @pytest.mark.django_db  # starts no run: the test's transaction is enough
 def test_enable_and_disable_actions_write_a_version_each(demo):
     client = _browser("admin")
-    policy = Policy.objects.get(name="executive-summary")
+    # Enabling the executive-summary formatter breaks the list-accounts golden case: its gate refuses it.
+    formatter = Policy.objects.get(name="executive-summary")
+    refused = client.post("/admin/governance/policy/", {"action": "enable", "_selected_action": [formatter.pk]},
+                          follow=True)
+    assert "Not in force: the golden set does not pass" in refused.content.decode()
+    formatter.refresh_from_db()
+    assert not formatter.enabled and formatter.version == 1
+    # A policy no golden case depends on: enabled and disabled through its gate, a version each.
+    from governance import services
+
+    policy = services.policy_create(values={"name": "quarterly-notes", "type": "playbook", "enabled": False,
+                                            "keywords": ["quarterly board pack"], "content": "1. Be brief."})
     client.post("/admin/governance/policy/", {"action": "enable", "_selected_action": [policy.pk]})
     policy.refresh_from_db()
     assert policy.enabled and policy.version == 2
