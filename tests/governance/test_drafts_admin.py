@@ -37,3 +37,17 @@ def test_the_draft_page_shows_the_gate_side_by_side_and_takes_an_emergency_reaso
 def test_operators_do_not_see_drafts(client, failed_draft):
     client.force_login(get_user_model().objects.get(username="operator"))
     assert client.get("/admin/governance/policydraft/").status_code in (302, 403)
+
+
+def test_the_policy_form_goes_through_the_gate(client, demo):
+    client.force_login(get_user_model().objects.get(username="admin"))
+    guard = Policy.objects.get(name="no-compensation-questions")
+    answer = client.post(f"/admin/governance/policy/{guard.pk}/change/", {
+        "name": guard.name, "type": guard.type, "description": guard.description, "priority": guard.priority,
+        "keywords": "\n".join(guard.keywords), "match_mode": guard.match_mode, "regex": guard.regex,
+        "target_tools": "", "content": guard.content, "response": guard.response, "quorum": 1,
+        "expected_version": guard.version}, follow=True)  # "enabled" left out: unticked
+    assert "Not in force: the golden set does not pass" in answer.content.decode()
+    guard.refresh_from_db()
+    assert (guard.enabled, guard.version) == (True, 1)
+    assert PolicyDraft.objects.get(policy=guard).state == "gate_failed"
