@@ -1,7 +1,7 @@
 """The workbench's policies: edit, enable, scope, history with diffs, and the policy lab.
 
-Writes go through governance.services, the dry run through governance.evaluation: the admin
-decides nothing the API would decide differently.
+Writes go through governance.drafts (each a draft put in force through its gate), the dry run
+through governance.evaluation: the admin decides nothing the API would decide differently.
 """
 
 from django import forms
