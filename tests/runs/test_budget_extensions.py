@@ -42,6 +42,9 @@ def test_a_run_out_of_tokens_waits_for_its_budget_role_and_goes_on_when_approved
     assert request.call_id == "budget:token_budget:1" and request.tool == "" and request.approver_role.name == "secops"
     assert request.budget["kind"] == "token_budget" and request.budget["limit"] == 500
     assert request.budget["asked"] == request.budget["estimated"] - 500
+    pending = run["pending_approval"]
+    assert (pending["id"], pending["kind"], pending["budget"], pending["tool"]) == (str(request.id), "budget",
+                                                                                    request.budget, "")
     [asked] = events(run["id"], "budget_requested")
     assert asked["approval_id"] == str(request.id) and asked["budget"] == request.budget
     listed = approver.get("/api/v1/approvals/", {"status": "pending"}).json()["results"]
