@@ -158,6 +158,7 @@ def test_the_workbench_queue_shows_a_budget_request_and_decides_it(operator):
     client.force_login(User.objects.get(username="approver"))
     queue = client.get("/admin/runs/approvalrequest/queue/")
     assert queue.status_code == 200 and str(request.id) in queue.content.decode()
+    assert "max_turns: used 1 of 1, asks 1 more" in queue.content.decode()  # what ran out, on the card
     decided = client.post(f"/admin/runs/approvalrequest/{request.id}/decide/",
                           {"decision": "deny", "reason": "not today"}, follow=True)
     assert decided.status_code == 200
