@@ -156,3 +156,27 @@ def test_policies_refuse_a_quorum_or_escalation_that_cannot_work(demo, admin, va
     assert message in json.dumps(response.json())
     policy.refresh_from_db()
     assert (policy.quorum, policy.escalate_to_role_id, policy.version) == (1, None, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_an_evidence_bundle_carries_each_decision_and_verifies_offline(two_of_secops, tmp_path):
+    from tests.evidence.test_bundle_export import export, verify
+
+    run, approval = _parked()
+    approval_decide(approval_id=approval.id, user=two_of_secops["approver"], approve=True, reason="one", via="session")
+    approval_decide(approval_id=approval.id, user=two_of_secops["approver2"], approve=True, reason="two", via="session")
+    services.run_advance(run_id=run.id)
+    bundle = export(tmp_path / "bundle")
+    [row] = [json.loads(line) for line in (bundle / "approvals.jsonl").read_text().splitlines()
+             if json.loads(line)["id"] == str(approval.id)]
+    assert row["quorum"] == 2 and [d["by"] for d in row["decisions"]] == ["approver", "approver2"]
+    result = verify(bundle)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # A decision dropped from the file in transit is caught (the manifest covers every file).
+    lines = (bundle / "approvals.jsonl").read_text().splitlines()
+    edited = [json.dumps(json.loads(line) | {"decisions": json.loads(line)["decisions"][:1]})
+              if json.loads(line)["id"] == str(approval.id) else line for line in lines]
+    (bundle / "approvals.jsonl").write_text("\n".join(edited) + "\n")
+    tampered = verify(bundle)
+    assert tampered.returncode != 0 and "approvals.jsonl" in tampered.stdout
