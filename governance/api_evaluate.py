@@ -61,6 +61,9 @@ class ApprovalDecisionSerializer(serializers.Serializer):
     matched = serializers.ListField(child=serializers.CharField())
     approver_role = serializers.CharField()
     reason = serializers.CharField()
+    quorum = serializers.IntegerField(help_text="Approvals needed, each from a different member of the role.")
+    escalate_to_role = serializers.CharField(allow_null=True, help_text="Where an undecided request would move.")
+    escalate_after_seconds = serializers.IntegerField(allow_null=True, help_text="After how long.")
 
     class Meta:
         ref_name = "PolicyApprovalDecision"

@@ -53,7 +53,9 @@ def policy_evaluate(*, agent: Agent | None, role: str | None, text: str) -> dict
         approval = None
         if isinstance(verdict, NeedsApproval):
             approval = (verdict.policy or NO_POLICY) | {"approver_role": verdict.approver_role,
-                                                        "reason": "; ".join(verdict.reasons)}
+                                                        "reason": "; ".join(verdict.reasons), "quorum": verdict.quorum,
+                                                        "escalate_to_role": verdict.escalate_to_role,
+                                                        "escalate_after_seconds": verdict.escalate_after_seconds}
         tools.append({"name": name, "side_effect": tool["side_effect"], "guides": guides,
                       "needs_approval": approval is not None, "approval": approval,
                       "refused": {"code": verdict.code, "reason": verdict.reason} if isinstance(verdict, Refused) else None,

@@ -278,7 +278,7 @@ def lab_fired(result: dict) -> list[dict]:
         rows += [g | {"effect": f"guides the model's use of {tool['name']}"} for g in tool["guides"]]
         approval = tool["approval"]
         if approval and approval["policy"]:
-            rows.append(approval | {"effect": f"parks {tool['name']} for {approval['approver_role']}"})
+            rows.append(approval | {"effect": f"parks {tool['name']} for {approval['approver_role']}{_routing(approval)}"})
     if result["output_formatter"]:
         rows.append(result["output_formatter"] | {"effect": "reshapes the final answer"})
     return rows
@@ -297,3 +297,11 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
             return "no change"
         return format_html_join(mark_safe("<br>"), "<strong>{}</strong>: {} &rarr; {}",
                                 ((r["field"], r["before"] or "(empty)", r["after"] or "(empty)") for r in rows))
+
+
+def _routing(approval: dict) -> str:
+    """', 2 approvals, escalates to secops-leads after 600 s' when the policy asks for either."""
+    parts = [f"{approval['quorum']} approvals"] if approval.get("quorum", 1) > 1 else []
+    if approval.get("escalate_to_role"):
+        parts.append(f"escalates to {approval['escalate_to_role']} after {approval['escalate_after_seconds']} s")
+    return "".join(f", {part}" for part in parts)

@@ -180,3 +180,10 @@ def test_an_evidence_bundle_carries_each_decision_and_verifies_offline(two_of_se
     (bundle / "approvals.jsonl").write_text("\n".join(edited) + "\n")
     tampered = verify(bundle)
     assert tampered.returncode != 0 and "approvals.jsonl" in tampered.stdout
+
+
+def test_the_policy_lab_says_how_many_approve(two_of_secops, admin):
+    body = admin.post("/api/v1/policies/evaluate/", {"agent": "crm-assistant", "input": DELETE}, format="json").json()
+    [tool] = [t for t in body["tools"] if t["name"] == "delete_account"]
+    assert (tool["approval"]["approver_role"], tool["approval"]["quorum"], tool["approval"]["escalate_to_role"]) == (
+        "secops", 2, None)
