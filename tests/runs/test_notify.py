@@ -183,8 +183,9 @@ def test_an_escalated_request_mails_the_role_it_moved_to(demo, django_capture_on
     assert message.subject.startswith("[Warrant] Escalated to secops-leads:")
     assert "No one in secops decided in time" in message.body
     assert _browser(_user(lead.username)).get(_link(message.body, "The request in the workbench")).status_code == 200
-    # The role that lost the request no longer opens it.
-    assert _browser(_user("approver")).get(_link(message.body, "The request in the workbench")).status_code != 200
+    # Someone in neither role does not open it.
+    stranger = factories.user(roles=("helpdesk",), staff=True)
+    assert _browser(stranger).get(_link(message.body, "The request in the workbench")).status_code != 200
 
 
 def test_a_request_decided_before_its_notice_went_out_is_not_announced(demo, approver,
@@ -252,3 +253,22 @@ def test_a_quorum_approval_names_every_approver_to_the_caller(demo, django_captu
         notify.approval_decided(approval)
     [message] = mail.outbox
     assert "was approved by approver, second-approver." in message.body
+
+
+def test_the_reconciler_escalating_a_request_mails_the_role_it_moved_to(demo, django_capture_on_commit_callbacks):
+    from runs.approvals import approval_escalate_due
+
+    approval = _parked(django_capture_on_commit_callbacks)
+    mail.outbox.clear()
+    lead = factories.user(roles=("secops-leads",), staff=True)
+    get_user_model().objects.filter(pk=lead.pk).update(email="lead@example.com")
+    due = approval.created_at + timedelta(hours=1)
+    ApprovalRequest.objects.filter(id=approval.id).update(escalate_to_role=Group.objects.get(name="secops-leads"),
+                                                         escalate_at=due)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert approval_escalate_due(now=due - timedelta(seconds=1)) == 0
+        assert approval_escalate_due(now=due) == 1
+    [message] = mail.outbox
+    assert message.to == ["lead@example.com"] and message.subject.startswith("[Warrant] Escalated to secops-leads:")
+    assert "No one in secops decided in time" in message.body
+    _no_arguments(message, approval)
