@@ -7,7 +7,7 @@ from rest_framework.response import Response
 
 from core.api_fields import StrictSerializer
 from core.api_views import PaginatedList, errors
-from evals.models import EvalResult, EvalRun
+from evals.models import EvalResult, EvalRun, Purpose
 from evals.permissions import CanRunEvals
 from evals.runner import run_evals
 
@@ -40,12 +40,15 @@ class EvalRunSerializer(serializers.ModelSerializer):
     verdict = serializers.ChoiceField(source="status", choices=EvalRun.Status.choices, read_only=True,
                                       help_text="passed when the pass rate reached the threshold; running until it is known.")
     passed_threshold = serializers.SerializerMethodField(help_text="Whether the pass rate reached the threshold.")
+    purpose = serializers.ChoiceField(choices=Purpose.choices, read_only=True,
+                                      help_text="set: the golden set as in force; gate: a draft's or a skill's gate; "
+                                                "lab: the Policy Lab's trial of an unsaved draft.")
 
     class Meta:
         model = EvalRun
         ref_name = "EvalRun"
         fields = ["id", "agent", "profile", "threshold", "verdict", "passed_threshold", "total", "passed", "pass_rate",
-                  "started_by", "created_at", "finished_at"]
+                  "purpose", "subject", "started_by", "created_at", "finished_at"]
 
     def get_passed_threshold(self, eval_run) -> bool:
         return eval_run.status == EvalRun.Status.PASSED
@@ -53,10 +56,12 @@ class EvalRunSerializer(serializers.ModelSerializer):
 
 class EvalRunDetailSerializer(EvalRunSerializer):
     results = ResultSerializer(many=True, read_only=True)
+    report = serializers.JSONField(read_only=True, allow_null=True, help_text=(
+        "For a gate or a trial: each case before and after the change (see policies/drafts/), which changed and broke."))
 
     class Meta(EvalRunSerializer.Meta):
         ref_name = "EvalRunDetail"
-        fields = [*EvalRunSerializer.Meta.fields, "results"]
+        fields = [*EvalRunSerializer.Meta.fields, "report", "results"]
 
 
 class EvalRunInputSerializer(StrictSerializer):

@@ -152,6 +152,8 @@ def test_the_lab_runs_the_golden_set_against_an_unsaved_draft(admin):
     assert not row["before"]["output"].startswith("Executive summary")
     assert row["after"]["output"].startswith("Executive summary")
     assert EvalRun.objects.get(id=body["eval_run"]).purpose == "lab"
+    read = admin.get(f"/api/v1/evals/runs/{body['eval_run']}/").json()
+    assert read["purpose"] == "lab" and "list-accounts" in read["report"]["broken"]
     assert (PolicyDraft.objects.count(), PolicyVersion.objects.count()) == (drafts_before, versions)
     assert not Policy.objects.filter(name="exec-summary-always").exists()
     # Invalid values are refused as a save would refuse them, and run nothing.
