@@ -171,6 +171,7 @@ def dashboard_context(request) -> dict:
                          for o in OUTCOMES],
         "day_rows": [(d, lk.runs_on(d["date"])) for d in figures["runs"]["by_day"]],
         "links": {"runs": lk.runs(), "tainted": lk.runs(tainted__exact="1"), "blocked": lk.runs(status="blocked"),
-                  "approvals": lk.approvals(), "refused": lk.events("tool_refused")},
+                  "approvals": lk.approvals(), "refused": lk.events("tool_refused"),
+                  "refused_runs": lk.runs(refused="yes")},
         "api_url": f"/api/v1/dashboard/summary/?created_after={period.first}&created_before={period.end.date()}",
     }

@@ -2,6 +2,8 @@
 revoked while it waited). Each shows in the API (field and filters), in the workbench's lists and
 badges, and in the receipt, with why (issue #20 item 6)."""
 
+import html
+import re
 from datetime import timedelta
 
 import pytest
@@ -233,3 +235,13 @@ def test_a_budget_extension_refused_is_a_budget_denied_refusal(operator, approve
                        "approval_id": str(request.id)}
     assert compliance.get(f"/api/v1/receipts/{run['receipt_id']}/verify/").json()["valid"] is True
     assert "Stopped · 1 refused" in _browser("compliance").get("/admin/runs/run/").content.decode()
+
+
+def test_the_dashboard_counts_the_runs_refused_an_action_and_links_to_them(operator, approver):
+    start(operator, "List all accounts.")
+    denied = _denied(operator, approver)
+    wb = _browser("compliance")
+    page = wb.get("/admin/").content.decode()
+    [href] = re.findall(r'<a href="([^"]+)"><strong>1</strong> runs refused an action</a>', page)
+    listed = wb.get(html.unescape(href)).content.decode()
+    assert "refused=yes" in href and denied["id"][:8] in listed and "1 run" in listed
