@@ -67,7 +67,7 @@ class ApprovalOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = ApprovalRequest
         fields = [
-            "id", "run_id", "agent", "caller", "tool", "arguments", "arguments_sha256", "policy_name",
+            "id", "run_id", "agent", "caller", "kind", "budget", "tool", "arguments", "arguments_sha256", "policy_name",
             "policy_version", "approver_role", "reasons", "model_rationale", "run_tainted", "run_taint_reasons",
             "arguments_provenance", "status", "quorum", "approvals_count", "decisions", "decided_by", "decided_at",
             "decided_via", "reason", "escalate_to_role", "escalate_at", "escalated_from_role", "escalated_at",

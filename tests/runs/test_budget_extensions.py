@@ -48,7 +48,7 @@ def test_a_run_out_of_tokens_waits_for_its_budget_role_and_goes_on_when_approved
     [asked] = events(run["id"], "budget_requested")
     assert asked["approval_id"] == str(request.id) and asked["budget"] == request.budget
     listed = approver.get("/api/v1/approvals/", {"status": "pending"}).json()["results"]
-    assert [a["id"] for a in listed] == [str(request.id)]  # the budget role's queue has it
+    assert [(a["id"], a["kind"], a["budget"]) for a in listed] == [(str(request.id), "budget", request.budget)]
     asks, granted = 0, 500
     while run["status"] == "awaiting_budget":
         request = _budget_request(run["id"])
