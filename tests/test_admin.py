@@ -1,5 +1,7 @@
 """The admin: every model is there, receipts are read-only for everyone, edits go through services."""
 
+import json
+
 import pytest
 from django.contrib import admin
 from django.contrib.auth import get_user_model
@@ -68,9 +70,12 @@ def test_a_policy_edited_in_the_admin_writes_history(admin_client):
 
 
 def _edit(policy, **changes) -> dict:
-    return {"name": policy.name, "type": policy.type, "description": "", "enabled": "on", "priority": 50,
-            "keywords": '["churn"]', "match_mode": "any", "regex": "", "target_tools": "[]",
-            "content": policy.content, "response": "", "expected_version": policy.version} | changes
+    """The policy's form as its editor would post it: its own values (so its golden set still
+    passes, as a policy write must), with `changes`."""
+    return {"name": policy.name, "type": policy.type, "description": policy.description, "enabled": "on",
+            "priority": policy.priority, "keywords": json.dumps(policy.keywords), "match_mode": policy.match_mode,
+            "regex": policy.regex, "target_tools": json.dumps(policy.target_tools), "content": policy.content,
+            "response": policy.response, "quorum": policy.quorum, "expected_version": policy.version} | changes
 
 
 def test_a_policy_edit_on_top_of_a_newer_version_is_refused_and_saves_nothing(admin_client):

@@ -5,23 +5,14 @@ import re
 from pathlib import Path
 
 import pytest
-from django.core.management import ManagementUtility
 
 from agents.models import CrmAccount, SentEmail
 from evals.demo import GOLDEN, golden_load
 from evals.models import EvalResult, EvalRun, GoldenCase
 from runs.models import ApprovalRequest, Receipt, Run, RunEvent, SideEffect
+from tests.evals.cli import run_evals_cli
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def run_evals_cli(*args: str) -> int:
-    """`manage.py run_evals ...` as a shell runs it: its exit code."""
-    try:
-        ManagementUtility(["manage.py", "run_evals", *args]).execute()
-    except SystemExit as exc:
-        return exc.code
-    return 0
 
 
 def _readme_requests() -> set[str]:

@@ -6,13 +6,13 @@ import json
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import ManagementUtility
 
 from evals.models import EvalRun
 from runs import services as run_services
 from runs.models import Receipt
 from skills.models import Skill, SkillVersion
 from skills.services import skill_import
+from tests.evals.cli import run_evals_cli
 
 pytestmark = pytest.mark.django_db
 
@@ -29,14 +29,6 @@ allowed-tools: [calculator]
 
 Answer from what you know; do not look anything up.
 """
-
-
-def run_evals_cli(*args: str) -> int:
-    try:
-        ManagementUtility(["manage.py", "run_evals", *args]).execute()
-    except SystemExit as exc:
-        return exc.code
-    return 0
 
 
 def approved_skill() -> Skill:
