@@ -69,6 +69,13 @@ def run_case(case: GoldenCase, snapshot: dict) -> CaseOutcome:
         state = result.state
         trace.extend((number, kind, data) for kind, data in result.events)
         step = result.outcome
+        if isinstance(step, harness.ParkBudget):
+            # A case holds the agent to its own limits: a budget that runs out ends it stopped, as
+            # a run whose extension is refused ends (asking people for more is not what it tests).
+            trace.append((number, "budget_requested", dict(step.budget)))
+            outcome = {"status": RunStatus.STOPPED.value, "output": "", "awaiting_tool": "",
+                       "stop_reason": step.budget["kind"], "error": "", "message": "the budget ran out"}
+            break
         if isinstance(step, harness.Park):
             trace.append((number, "approval_requested", {"tool": step.tool, "arguments": step.arguments,
                                                  "approver_role": step.approver_role, "reasons": step.reasons}))

@@ -4,9 +4,10 @@ statuses, and the sandbox answering a side effect no policy holds back."""
 import json
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 
 from agents.models import Agent, SentEmail
+from agents.services import agent_publish
 from evals.models import GoldenCase
 from evals.runner import run_evals
 from evals.snapshot import eval_snapshot
@@ -129,3 +130,16 @@ def test_a_case_of_an_agent_without_a_published_version_fails_saying_so(demo):
     assert (result.passed, result.status) == (False, "no_snapshot")
     assert result.failures == [{"expectation": "status", "expected": "succeeded",
                                 "actual": "agent 'never-published' is unknown or has no published version"}]
+
+
+def test_a_case_that_runs_out_of_budget_stops_as_a_refused_extension_would(demo):
+    """An agent with a budget role asks people for more; a case does not: it ends stopped."""
+    agent = Agent.objects.get(slug="crm-assistant")
+    agent.max_turns, agent.budget_role = 1, Group.objects.get(name="secops")
+    agent.save()
+    agent_publish(agent=agent)
+    case("two turns", "How healthy is Acme Corp?", expected_status="stopped")
+    eval_run = run_evals(threshold=1.0)
+    result = result_of(eval_run, "two turns")
+    assert result.passed, result.failures
+    assert result.status == "stopped" and result.actual["stop_reason"] == "max_turns"
