@@ -8,6 +8,8 @@ class ReviewConfig(AppConfig):
     name = "review"
 
     def ready(self) -> None:
+        from governance.checks import TRIGGERS_MADE_BY
+        from review import append_only
         from review.evidence import review_chain_rows
         from review.sampling import sample_sealed
         from runs import evidence
@@ -15,3 +17,4 @@ class ReviewConfig(AppConfig):
 
         receipt_sealed.connect(sample_sealed, dispatch_uid="review.sampling")
         evidence.REVIEW_CHAIN[:] = [review_chain_rows]  # every bundle carries the review chain
+        TRIGGERS_MADE_BY.append((append_only, ("review", "0001_compliance_review")))  # W036 watches them

@@ -8,4 +8,5 @@ class RunsConfig(AppConfig):
         from governance.checks import TRIGGERS_MADE_BY
         from runs import append_only, checks  # noqa: F401  (checks registers the system checks)
 
-        TRIGGERS_MADE_BY.append((append_only, ("runs", "0009_signed_receipts_and_checkpoints")))
+        # The set as it stands was complete at 0012 (approval decisions joined it there).
+        TRIGGERS_MADE_BY.append((append_only, ("runs", "0012_approval_routing")))

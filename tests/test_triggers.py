@@ -17,16 +17,19 @@ from django.db.utils import ConnectionHandler
 
 from core import stamp
 from governance.checks import triggers_are_in_place
+from review import append_only as review_append_only
 from runs import append_only
 
 # Each set of triggers, the module whose create_triggers re-creates it, and the migration that
 # first made it on SQLite: any migration that is not an ancestor of that one may run after it.
 STAMP_CREATOR = ("governance", "0006_governance_stamp_triggers")
-CREATORS = [(stamp, STAMP_CREATOR), (append_only, ("runs", "0009_signed_receipts_and_checkpoints"))]
+CREATORS = [(stamp, STAMP_CREATOR), (append_only, ("runs", "0009_signed_receipts_and_checkpoints")),
+            (review_append_only, ("review", "0001_compliance_review"))]
+IDS = ["governance-stamp", "append-only", "review-records"]
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("module", [stamp, append_only], ids=["governance-stamp", "append-only"])
+@pytest.mark.parametrize("module", [module for module, _ in CREATORS], ids=IDS)
 def test_after_migrate_every_trigger_is_there(module):
     assert module.TRIGGERS.missing(connection) == []
 
@@ -112,7 +115,7 @@ def _history_with(extra) -> list:
     return history + _collect([extra], state.clone(), history[0][2])[0]
 
 
-@pytest.mark.parametrize(("module", "creator"), CREATORS, ids=["governance-stamp", "append-only"])
+@pytest.mark.parametrize(("module", "creator"), CREATORS, ids=IDS)
 def test_no_later_migration_rebuilds_a_table_and_loses_its_triggers(django_db_blocker, module, creator):
     with django_db_blocker.unblock():
         lost = _lost(module, creator, _history()[0])

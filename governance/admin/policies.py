@@ -168,11 +168,17 @@ class PolicyAdmin(admin.ModelAdmin):
             return redirect("admin:governance_policy_changelist")
         return super().response_add(request, obj, post_url_continue)
 
+    def response_change(self, request, obj):
+        if getattr(request, "warrant_gate_refused", False):  # not "changed successfully": it was not
+            return redirect("admin:governance_policy_change", obj.pk)
+        return super().response_change(request, obj)
+
     def _gated(self, request, **change) -> Policy | None:
         """The change through its gate: the policy in force after it, or None (refused, said in a message)."""
         try:
             return drafts.propose_and_activate(user=request.user, **change)[1]
         except drafts.GateFailed as exc:
+            request.warrant_gate_refused = True
             link = reverse("admin:governance_policydraft_change", args=[exc.details["draft"]])
             self.message_user(request, format_html(
                 'Not in force: {} <a href="{}">The draft and its cases before and after.</a>', exc.message, link),

@@ -48,6 +48,7 @@ def test_the_policy_form_goes_through_the_gate(client, demo):
         "target_tools": "", "content": guard.content, "response": guard.response, "quorum": 1,
         "expected_version": guard.version}, follow=True)  # "enabled" left out: unticked
     assert "Not in force: the golden set does not pass" in answer.content.decode()
+    assert "was changed successfully" not in answer.content.decode()
     guard.refresh_from_db()
     assert (guard.enabled, guard.version) == (True, 1)
     assert PolicyDraft.objects.get(policy=guard).state == "gate_failed"
