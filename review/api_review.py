@@ -1,6 +1,8 @@
 """The compliance review API: sampling rules, the review queue, assignment, review records and
 the review chain's verification (review.sampling, review.records, review.verification)."""
 
+from decimal import ROUND_HALF_UP, Decimal
+
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from drf_spectacular.utils import extend_schema
@@ -27,12 +29,19 @@ class ReviewsCompliance(BasePermission):
         return may_see_dashboard(request.user)
 
 
+class Hundredths(serializers.DecimalField):
+    """A percentage kept to hundredths: a finer one (83.339...) is rounded half up, not refused."""
+
+    def validate_precision(self, value):
+        return super().validate_precision(value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+
+
 class RuleSerializer(StrictFieldsMixin, serializers.ModelSerializer):
     agent = serializers.SlugRelatedField(slug_field="slug", queryset=Agent.objects.all(), allow_null=True,
                                          required=False, error_messages={"does_not_exist": "unknown agent {value}"},
                                          help_text="An agent's slug; null: every agent.")
-    percentage = serializers.DecimalField(max_digits=5, decimal_places=2, min_value=0, max_value=100, required=False,
-                                          coerce_to_string=False)
+    percentage = Hundredths(max_digits=5, decimal_places=2, min_value=0, max_value=100, required=False,
+                            coerce_to_string=False, help_text="Of the runs, 0 to 100, kept to hundredths.")
     always = serializers.ListField(child=serializers.ChoiceField(choices=Trigger.choices), required=False,
                                    max_length=len(Trigger.values))
     tools = serializers.ListField(child=serializers.CharField(max_length=64), required=False, max_length=100)

@@ -149,7 +149,7 @@ class RunFilter(django_filters.FilterSet):
     caller = django_filters.CharFilter(field_name="caller__username")
     created_after = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
-    refused = django_filters.BooleanFilter(method=outcome_refusals.filter_refused,
+    refused = django_filters.BooleanFilter(method="filter_refused",
                                            label="Runs with (true) or without (false) a refused action.")
     refused_kind = django_filters.ChoiceFilter(choices=[(k, k) for k in outcome_refusals.KINDS],
                                                method=outcome_refusals.filter_refused_kind,
@@ -158,6 +158,10 @@ class RunFilter(django_filters.FilterSet):
     class Meta:
         model = Run
         fields = ["status", "agent", "caller", "created_after", "created_before", "refused", "refused_kind"]
+
+    def filter_refused(self, queryset, name: str, value: bool):
+        # A method of the filter set, so the schema reads the parameter as the boolean it is.
+        return outcome_refusals.filter_refused(queryset, name, value)
 
 
 class RunListCreateApi(ListAPIView):

@@ -71,6 +71,9 @@ def test_rules_are_checked_and_their_names_unique(compliance):
     assert compliance.patch(f"{API}rules/{rule}/", {"tools": []}, format="json").status_code == 400
     assert compliance.patch(f"{API}rules/{rule}/", {"enabled": False}, format="json").json()["enabled"] is False
     assert compliance.delete(f"{API}rules/{rule}/").status_code == 204
+    # Any number from 0 to 100 is a percentage; a finer one than hundredths is rounded, not refused.
+    fine = compliance.post(f"{API}rules/", {"name": "fine", "percentage": 83.33988507717845}, format="json")
+    assert fine.status_code == 201 and fine.json()["percentage"] == 83.34
 
 
 def test_callers_and_approvers_see_no_review(operator, approver):

@@ -30,10 +30,12 @@ PYTHON = sys.executable
 REFUSED = [
     ("UPDATE", "runs_receipt", "UPDATE runs_receipt SET body = body || ' '"),
     ("DELETE", "runs_receipt", "DELETE FROM runs_receipt"),
-    ("TRUNCATE", "runs_receipt", "TRUNCATE runs_receipt"),
+    # CASCADE: review items point at receipts, and a plain TRUNCATE is refused for that alone; with
+    # CASCADE only the trigger stands between it and the evidence.
+    ("TRUNCATE", "runs_receipt", "TRUNCATE runs_receipt CASCADE"),
     ("UPDATE", "runs_runevent", "UPDATE runs_runevent SET kind = 'tampered'"),
     ("DELETE", "runs_runevent", "DELETE FROM runs_runevent"),
-    ("TRUNCATE", "runs_runevent", "TRUNCATE runs_runevent"),
+    ("TRUNCATE", "runs_runevent", "TRUNCATE runs_runevent CASCADE"),
 ]
 
 
