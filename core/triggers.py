@@ -1,9 +1,9 @@
 """Database triggers that migrations create, and the way to find the ones a database lacks.
 
 A set of triggers is declared once, per database vendor, next to the code that relies on it
-(core.stamp, runs.append_only). A migration creates it with
-`migrations.RunPython(module.create_triggers, module.drop_triggers)`; creating is idempotent,
-so running the operation again is always safe.
+(core.stamp, runs.append_only, review.append_only; the last two built by append_only() below).
+A migration creates it with `migrations.RunPython(module.create_triggers, module.drop_triggers)`;
+creating is idempotent, so running the operation again is always safe.
 
 On SQLite, a migration that alters a table by rebuilding it (most AlterField operations, and
 others: Django copies the rows into a new table and drops the old one) drops that table's
@@ -74,3 +74,42 @@ class TriggerSet:
                 return []
             present = set(cursor.fetchall())
         return [t.name for t in self.triggers(connection.vendor) if (t.name, t.table) not in present]
+
+
+_REFUSE_CHANGE = """
+CREATE OR REPLACE FUNCTION {function}() RETURNS trigger AS $$
+BEGIN
+    RAISE EXCEPTION 'warrant: % rows are append-only (% refused)', TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END;
+$$ LANGUAGE plpgsql;
+"""
+
+
+def append_only(tables: tuple[str, ...], *, function: str, drop_function: bool) -> TriggerSet:
+    """Triggers that refuse UPDATE and DELETE on each of `tables` (and TRUNCATE on PostgreSQL,
+    SQLite has none), raising a message that names the table and the operation.
+
+    `function` is the PostgreSQL function the triggers call; each app has its own, so that neither
+    app's migrations depend on the other's. `drop_function`: whether dropping the set drops the
+    function too, which a set must not do when older migrations made some of its triggers and
+    expect the function to outlive a rollback of the newer ones. The statements are what
+    migrations have already installed: changing their text changes nothing in an existing
+    database, so tests/test_triggers.py holds them to the letter.
+    """
+    sqlite = []
+    for table in tables:
+        for operation in ("UPDATE", "DELETE"):
+            name = f"{table}_no_{operation.lower()}"
+            sqlite.append(Trigger(name, table, f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE {operation} ON {table} "
+                                               f"BEGIN SELECT RAISE(ABORT, 'warrant: {table} rows are append-only "
+                                               f"({operation} refused)'); END"))
+    postgresql = []
+    for table in tables:
+        for suffix, event, each in (("update_delete", "UPDATE OR DELETE", "ROW"), ("truncate", "TRUNCATE", "STATEMENT")):
+            name = f"{table}_no_{suffix}"
+            postgresql.append(Trigger(name, table, f"CREATE OR REPLACE TRIGGER {name} BEFORE {event} ON {table} "
+                                                   f"FOR EACH {each} EXECUTE FUNCTION {function}()"))
+    return TriggerSet(sqlite=tuple(sqlite), postgresql=tuple(postgresql),
+                      postgresql_function=_REFUSE_CHANGE.format(function=function),
+                      postgresql_function_name=function if drop_function else "")

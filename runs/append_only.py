@@ -9,42 +9,13 @@ file or a superuser login can still drop them: that is what the signatures and t
 for.
 """
 
-from core.triggers import Trigger, TriggerSet
+from core import triggers
 
 TABLES = ("runs_receipt", "runs_runevent", "runs_receiptcheckpoint", "runs_approvaldecision")
-_OPERATIONS = ("UPDATE", "DELETE")
-_FUNCTION = "warrant_refuse_change"
-_PG_FUNCTION = f"""
-CREATE OR REPLACE FUNCTION {_FUNCTION}() RETURNS trigger AS $$
-BEGIN
-    RAISE EXCEPTION 'warrant: % rows are append-only (% refused)', TG_TABLE_NAME, TG_OP
-        USING ERRCODE = 'insufficient_privilege';
-END;
-$$ LANGUAGE plpgsql;
-"""
 
-
-def _sqlite_trigger(table: str, operation: str) -> Trigger:
-    name = f"{table}_no_{operation.lower()}"
-    return Trigger(name, table, f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE {operation} ON {table} BEGIN "
-                                f"SELECT RAISE(ABORT, 'warrant: {table} rows are append-only ({operation} refused)'); END")
-
-
-def _postgresql_triggers(table: str) -> tuple[Trigger, Trigger]:
-    return (Trigger(f"{table}_no_update_delete", table,
-                    f"CREATE OR REPLACE TRIGGER {table}_no_update_delete BEFORE UPDATE OR DELETE ON {table} "
-                    f"FOR EACH ROW EXECUTE FUNCTION {_FUNCTION}()"),
-            Trigger(f"{table}_no_truncate", table,
-                    f"CREATE OR REPLACE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
-                    f"FOR EACH STATEMENT EXECUTE FUNCTION {_FUNCTION}()"))
-
-
-# The function is left in place on drop: PostgreSQL's triggers were made by two migrations.
-TRIGGERS = TriggerSet(
-    sqlite=tuple(_sqlite_trigger(table, operation) for table in TABLES for operation in _OPERATIONS),
-    postgresql=tuple(trigger for table in TABLES for trigger in _postgresql_triggers(table)),
-    postgresql_function=_PG_FUNCTION,
-)
+# Dropping the set leaves the function in place: migrations runs 0002 and 0009 made some of its
+# PostgreSQL triggers without this set, and rolling back a later one must not take it from them.
+TRIGGERS = triggers.append_only(TABLES, function="warrant_refuse_change", drop_function=False)
 
 
 def create_triggers(apps, schema_editor) -> None:

@@ -27,6 +27,74 @@ CREATORS = [(stamp, STAMP_CREATOR), (append_only, ("runs", "0009_signed_receipts
             (review_append_only, ("review", "0001_compliance_review"))]
 IDS = ["governance-stamp", "append-only", "review-records"]
 
+# The statements runs.append_only and review.append_only made before they shared a builder, as
+# migrations installed them (written out from the code of that time, not from core.triggers).
+INSTALLED = {
+    "runs": {
+        ("sqlite", "create"): [
+            "CREATE TRIGGER IF NOT EXISTS runs_receipt_no_update BEFORE UPDATE ON runs_receipt BEGIN SELECT RAISE(ABORT, 'warrant: runs_receipt rows are append-only (UPDATE refused)'); END",
+            "CREATE TRIGGER IF NOT EXISTS runs_receipt_no_delete BEFORE DELETE ON runs_receipt BEGIN SELECT RAISE(ABORT, 'warrant: runs_receipt rows are append-only (DELETE refused)'); END",
+            "CREATE TRIGGER IF NOT EXISTS runs_runevent_no_update BEFORE UPDATE ON runs_runevent BEGIN SELECT RAISE(ABORT, 'warrant: runs_runevent rows are append-only (UPDATE refused)'); END",
+            "CREATE TRIGGER IF NOT EXISTS runs_runevent_no_delete BEFORE DELETE ON runs_runevent BEGIN SELECT RAISE(ABORT, 'warrant: runs_runevent rows are append-only (DELETE refused)'); END",
+            "CREATE TRIGGER IF NOT EXISTS runs_receiptcheckpoint_no_update BEFORE UPDATE ON runs_receiptcheckpoint BEGIN SELECT RAISE(ABORT, 'warrant: runs_receiptcheckpoint rows are append-only (UPDATE refused)'); END",
+            "CREATE TRIGGER IF NOT EXISTS runs_receiptcheckpoint_no_delete BEFORE DELETE ON runs_receiptcheckpoint BEGIN SELECT RAISE(ABORT, 'warrant: runs_receiptcheckpoint rows are append-only (DELETE refused)'); END",
+            "CREATE TRIGGER IF NOT EXISTS runs_approvaldecision_no_update BEFORE UPDATE ON runs_approvaldecision BEGIN SELECT RAISE(ABORT, 'warrant: runs_approvaldecision rows are append-only (UPDATE refused)'); END",
+            "CREATE TRIGGER IF NOT EXISTS runs_approvaldecision_no_delete BEFORE DELETE ON runs_approvaldecision BEGIN SELECT RAISE(ABORT, 'warrant: runs_approvaldecision rows are append-only (DELETE refused)'); END",
+        ],
+        ("sqlite", "drop"): [
+            'DROP TRIGGER IF EXISTS runs_receipt_no_update',
+            'DROP TRIGGER IF EXISTS runs_receipt_no_delete',
+            'DROP TRIGGER IF EXISTS runs_runevent_no_update',
+            'DROP TRIGGER IF EXISTS runs_runevent_no_delete',
+            'DROP TRIGGER IF EXISTS runs_receiptcheckpoint_no_update',
+            'DROP TRIGGER IF EXISTS runs_receiptcheckpoint_no_delete',
+            'DROP TRIGGER IF EXISTS runs_approvaldecision_no_update',
+            'DROP TRIGGER IF EXISTS runs_approvaldecision_no_delete',
+        ],
+        ("postgresql", "create"): [
+            "\nCREATE OR REPLACE FUNCTION warrant_refuse_change() RETURNS trigger AS $$\nBEGIN\n    RAISE EXCEPTION 'warrant: % rows are append-only (% refused)', TG_TABLE_NAME, TG_OP\n        USING ERRCODE = 'insufficient_privilege';\nEND;\n$$ LANGUAGE plpgsql;\n",
+            'CREATE OR REPLACE TRIGGER runs_receipt_no_update_delete BEFORE UPDATE OR DELETE ON runs_receipt FOR EACH ROW EXECUTE FUNCTION warrant_refuse_change()',
+            'CREATE OR REPLACE TRIGGER runs_receipt_no_truncate BEFORE TRUNCATE ON runs_receipt FOR EACH STATEMENT EXECUTE FUNCTION warrant_refuse_change()',
+            'CREATE OR REPLACE TRIGGER runs_runevent_no_update_delete BEFORE UPDATE OR DELETE ON runs_runevent FOR EACH ROW EXECUTE FUNCTION warrant_refuse_change()',
+            'CREATE OR REPLACE TRIGGER runs_runevent_no_truncate BEFORE TRUNCATE ON runs_runevent FOR EACH STATEMENT EXECUTE FUNCTION warrant_refuse_change()',
+            'CREATE OR REPLACE TRIGGER runs_receiptcheckpoint_no_update_delete BEFORE UPDATE OR DELETE ON runs_receiptcheckpoint FOR EACH ROW EXECUTE FUNCTION warrant_refuse_change()',
+            'CREATE OR REPLACE TRIGGER runs_receiptcheckpoint_no_truncate BEFORE TRUNCATE ON runs_receiptcheckpoint FOR EACH STATEMENT EXECUTE FUNCTION warrant_refuse_change()',
+            'CREATE OR REPLACE TRIGGER runs_approvaldecision_no_update_delete BEFORE UPDATE OR DELETE ON runs_approvaldecision FOR EACH ROW EXECUTE FUNCTION warrant_refuse_change()',
+            'CREATE OR REPLACE TRIGGER runs_approvaldecision_no_truncate BEFORE TRUNCATE ON runs_approvaldecision FOR EACH STATEMENT EXECUTE FUNCTION warrant_refuse_change()',
+        ],
+        ("postgresql", "drop"): [
+            'DROP TRIGGER IF EXISTS runs_receipt_no_update_delete ON runs_receipt',
+            'DROP TRIGGER IF EXISTS runs_receipt_no_truncate ON runs_receipt',
+            'DROP TRIGGER IF EXISTS runs_runevent_no_update_delete ON runs_runevent',
+            'DROP TRIGGER IF EXISTS runs_runevent_no_truncate ON runs_runevent',
+            'DROP TRIGGER IF EXISTS runs_receiptcheckpoint_no_update_delete ON runs_receiptcheckpoint',
+            'DROP TRIGGER IF EXISTS runs_receiptcheckpoint_no_truncate ON runs_receiptcheckpoint',
+            'DROP TRIGGER IF EXISTS runs_approvaldecision_no_update_delete ON runs_approvaldecision',
+            'DROP TRIGGER IF EXISTS runs_approvaldecision_no_truncate ON runs_approvaldecision',
+        ],
+    },
+    "review": {
+        ("sqlite", "create"): [
+            "CREATE TRIGGER IF NOT EXISTS review_reviewrecord_no_update BEFORE UPDATE ON review_reviewrecord BEGIN SELECT RAISE(ABORT, 'warrant: review_reviewrecord rows are append-only (UPDATE refused)'); END",
+            "CREATE TRIGGER IF NOT EXISTS review_reviewrecord_no_delete BEFORE DELETE ON review_reviewrecord BEGIN SELECT RAISE(ABORT, 'warrant: review_reviewrecord rows are append-only (DELETE refused)'); END",
+        ],
+        ("sqlite", "drop"): [
+            'DROP TRIGGER IF EXISTS review_reviewrecord_no_update',
+            'DROP TRIGGER IF EXISTS review_reviewrecord_no_delete',
+        ],
+        ("postgresql", "create"): [
+            "\nCREATE OR REPLACE FUNCTION warrant_review_refuse_change() RETURNS trigger AS $$\nBEGIN\n    RAISE EXCEPTION 'warrant: % rows are append-only (% refused)', TG_TABLE_NAME, TG_OP\n        USING ERRCODE = 'insufficient_privilege';\nEND;\n$$ LANGUAGE plpgsql;\n",
+            'CREATE OR REPLACE TRIGGER review_reviewrecord_no_update_delete BEFORE UPDATE OR DELETE ON review_reviewrecord FOR EACH ROW EXECUTE FUNCTION warrant_review_refuse_change()',
+            'CREATE OR REPLACE TRIGGER review_reviewrecord_no_truncate BEFORE TRUNCATE ON review_reviewrecord FOR EACH STATEMENT EXECUTE FUNCTION warrant_review_refuse_change()',
+        ],
+        ("postgresql", "drop"): [
+            'DROP TRIGGER IF EXISTS review_reviewrecord_no_update_delete ON review_reviewrecord',
+            'DROP TRIGGER IF EXISTS review_reviewrecord_no_truncate ON review_reviewrecord',
+            'DROP FUNCTION IF EXISTS warrant_review_refuse_change()',
+        ],
+    },
+}
+
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("module", [module for module, _ in CREATORS], ids=IDS)
@@ -148,3 +216,16 @@ def test_check_database_names_a_lost_trigger():
     [warning] = triggers_are_in_place(None, databases=["default"])
     assert warning.id == "governance.W036" and lost.name in warning.msg
     assert "core.stamp.create_triggers" in warning.hint
+
+
+@pytest.mark.parametrize("module", [append_only, review_append_only], ids=["runs", "review"])
+@pytest.mark.parametrize("vendor", ["sqlite", "postgresql"])
+def test_the_append_only_statements_are_the_ones_migrations_installed(module, vendor):
+    """A trigger that exists is not re-created with new text (IF NOT EXISTS on SQLite), and a drop
+    must name what is there: the shared builder has to make these statements to the letter."""
+    installed = INSTALLED[module.__name__.split(".")[0]]
+    assert module.TRIGGERS.create_statements(vendor) == installed[(vendor, "create")]
+    assert module.TRIGGERS.drop_statements(vendor) == installed[(vendor, "drop")]
+    for trigger in module.TRIGGERS.triggers(vendor):
+        assert f" {trigger.name} BEFORE " in trigger.create and f" ON {trigger.table} " in trigger.create
+    assert module.TRIGGERS.tables(vendor) == set(module.TABLES)
