@@ -14,11 +14,17 @@ With a broker, every Celery worker runs the same ticker too (start_worker_reconc
 warrant.celery when the worker is ready), every WARRANT["WORKER_RECONCILE_SECONDS"], beside beat:
 a run whose worker died is taken up within seconds even while beat is down or being restarted.
 Ticks of many workers do not pile up: on PostgreSQL one tick at a time runs (runs.reconcile).
+
+Beat also runs what other apps schedule (a schedule trigger's periodic task); without it, an app
+registers that work here (embedded_job, from its AppConfig.ready: runs imports no app above it)
+and the embedded ticker runs it after the reconciler. Each job must be safe to run in several
+processes at once, as the reconciler is. A worker's ticker does not run them: beat does.
 """
 
 import logging
 import random
 import threading
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -26,6 +32,25 @@ from django.db import close_old_connections
 logger = logging.getLogger(__name__)
 _started: threading.Thread | None = None
 _lock = threading.Lock()
+_jobs: dict[str, Callable[[], object]] = {}
+
+
+def embedded_job(name: str, job: Callable[[], object]) -> None:
+    """Run `job` on each tick of the embedded ticker (none with a broker, where beat runs it)."""
+    _jobs[name] = job
+
+
+def run_embedded_jobs() -> dict:
+    """One pass of the registered jobs: {name: what it returned, or "failed"}; one failing does not
+    stop the others."""
+    done = {}
+    for name, job in list(_jobs.items()):
+        try:
+            done[name] = job()
+        except Exception:  # a locked database, a bug: the next tick tries again
+            logger.exception("the embedded job %s failed; the next tick tries again", name)
+            done[name] = "failed"
+    return done
 
 
 def start_embedded_reconciler() -> threading.Thread | None:
@@ -36,7 +61,8 @@ def start_embedded_reconciler() -> threading.Thread | None:
         return None
     with _lock:
         if _started is None or not _started.is_alive():
-            _started = threading.Thread(target=_tick_forever, args=(seconds,), name="warrant-reconciler", daemon=True)
+            _started = threading.Thread(target=_tick_forever, args=(seconds, 0.0, True), name="warrant-reconciler",
+                                        daemon=True)
             _started.start()
     return _started
 
@@ -55,7 +81,7 @@ def start_worker_reconciler() -> threading.Thread | None:
     return _started
 
 
-def _tick_forever(seconds: float, jitter: float = 0.0) -> None:
+def _tick_forever(seconds: float, jitter: float = 0.0, jobs: bool = False) -> None:
     from runs.reconcile import run_reconcile
 
     stop = threading.Event()  # never set: the thread ends with its process
@@ -69,5 +95,8 @@ def _tick_forever(seconds: float, jitter: float = 0.0) -> None:
                 logger.info("reconciler: %s", done)
         except Exception:  # a tick that fails (a locked database, a bug) must not end the ticker
             logger.exception("the embedded reconciler's tick failed; the next one tries again")
+        try:
+            if jobs and (ran := {k: v for k, v in run_embedded_jobs().items() if v}):
+                logger.info("embedded jobs: %s", ran)
         finally:
             close_old_connections()

@@ -17,3 +17,11 @@ class TriggersConfig(AppConfig):
         signal = getattr(receipts, "receipt_sealed", None)
         if signal is not None:
             signal.connect(drain_after_seal, dispatch_uid="triggers.drain")
+        # Without a broker there is no beat: the web process's ticker fires due schedules and
+        # starts queued fires instead (runs.ticker runs these only then).
+        from runs.ticker import embedded_job
+        from triggers.firing import drain
+        from triggers.schedules import fire_due
+
+        embedded_job("triggers.fire_schedules", fire_due)
+        embedded_job("triggers.drain", drain)

@@ -96,17 +96,30 @@ def due_after(trigger: Trigger, last, now):
     return now + crontab.remaining_estimate(last.astimezone(zone))
 
 
-def schedule_fire(trigger_id: int, *, now=None) -> TriggerFire | None:
+_FROM_BEAT = object()
+
+
+def schedule_fire(trigger_id: int, *, now=None, claim=_FROM_BEAT) -> TriggerFire | None:
     """One tick from beat: fire the trigger, or record the tick skipped by its rules. None when
-    the trigger is gone or is no longer a schedule."""
+    the trigger is gone or is no longer a schedule.
+
+    `claim` (the embedded ticker, fire_due): the last_fire_at it read. The tick fires only if the
+    trigger's last_fire_at is still that, moved to `now` by one conditional update, so of two
+    processes that both found the tick due exactly one fires it; the other gets None."""
     now = now or timezone.now()
     with transaction.atomic():
+        if claim is not _FROM_BEAT and not Trigger.objects.filter(
+                pk=trigger_id, kind=Trigger.Kind.SCHEDULE, enabled=True, last_fire_at=claim).update(last_fire_at=now):
+            return None
         trigger = Trigger.objects.select_for_update().filter(pk=trigger_id, kind=Trigger.Kind.SCHEDULE).first()
         if trigger is None:
             return None
-        last, trigger.last_fire_at = trigger.last_fire_at, now
-        trigger.save(update_fields=["last_fire_at"])
-        due = due_after(trigger, last, now) if last else now
+        if claim is _FROM_BEAT:
+            last, trigger.last_fire_at = trigger.last_fire_at, now
+            trigger.save(update_fields=["last_fire_at"])
+            due = due_after(trigger, last, now) if last else now
+        else:
+            due = due_after(trigger, claim or trigger.created_at, now)
         late = (now - due).total_seconds() > MISSED_GRACE_SECONDS
         if late and trigger.missed == Trigger.Missed.SKIP:
             return TriggerFire.objects.create(
@@ -120,3 +133,20 @@ def schedule_fire(trigger_id: int, *, now=None) -> TriggerFire | None:
                            scheduled_for=due, received_at=now)
     except firing.FireRefused:
         return TriggerFire.objects.filter(trigger=trigger).order_by("-received_at").first()
+
+
+def fire_due(now=None) -> int:
+    """The embedded default's beat (runs.ticker, no broker): fire each enabled schedule trigger
+    whose next tick has come; how many fired or were recorded skipped.
+
+    The next tick is the first of the schedule after the trigger's last fire (after its creation
+    when it has none), so a tick found late after downtime is one fire, which the missed rule
+    decides, as with beat. A paused trigger is not looked at, as beat skips its disabled task."""
+    now = now or timezone.now()
+    fired = 0
+    for trigger in Trigger.objects.filter(kind=Trigger.Kind.SCHEDULE, enabled=True):
+        if due_after(trigger, trigger.last_fire_at or trigger.created_at, now) > now:
+            continue
+        if schedule_fire(trigger.pk, now=now, claim=trigger.last_fire_at) is not None:
+            fired += 1
+    return fired
