@@ -17,11 +17,12 @@ from django.utils import timezone
 from core.api_errors import Conflict, DomainError, Forbidden
 from core.permissions import compliance_role, in_role
 from review.models import ReviewItem, ReviewRecord
+from review.witness import review_head, witness_after_commit
 from runs import signing
 from runs.models import ApprovalDecision, ApprovalRequest
 from runs.receipts import canonical
 from runs.verification_receipt import receipt_verify
-from warrant_verify.messages import GENESIS, receipt_hash
+from warrant_verify.messages import receipt_hash
 from warrant_verify.review_chain import FORMAT, review_message
 
 logger = logging.getLogger(__name__)
@@ -180,16 +181,12 @@ def _lock_chain() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CHAIN_LOCK])
 
 
-def review_chain_head() -> tuple[int, str]:
-    return ReviewRecord.objects.order_by("-seq").values_list("seq", "hash").first() or (0, GENESIS)
-
-
 def _append(item, reviewer, *, kind, severity, note, follows, resolves, via, verification) -> ReviewRecord:
     record = ReviewRecord(item=item, run_id=item.run_id, reviewer=reviewer, kind=kind, severity=severity, note=note,
                           follows=follows, resolves=resolves, created_at=timezone.now().replace(microsecond=0))
     key_id, _key = signing.signing_key()
     _lock_chain()
-    last_seq, prev_hash = review_chain_head()
+    last_seq, prev_hash = review_head()
     body = canonical(record_body(record, item, reviewer, via=via, verification=verification))
     seq, hash_ = last_seq + 1, receipt_hash(prev_hash, body)
     signature = signing.sign(review_message(seq=seq, prev_hash=prev_hash, hash=hash_, key_id=key_id,
@@ -197,6 +194,7 @@ def _append(item, reviewer, *, kind, severity, note, follows, resolves, via, ver
     record.seq, record.prev_hash, record.hash, record.body, record.key_id, record.signature = (
         seq, prev_hash, hash_, body, key_id, signature)
     record.save()  # AppendOnlyModel: an INSERT, never an update
+    witness_after_commit(seq, hash_)
     return record
 
 

@@ -2,21 +2,25 @@
 
 What only the database can tell is added here: each record's columns against its sealed body
 (reviewer, kind, severity, note, follows, the receipt it reviewed), records of a run with no
-review item, and the append-only triggers. Every failure is reported, as runs.verification does.
+review item, and the append-only triggers. The chain is also held against the review checkpoints
+in the witness file (review.witness): a chain rewritten by someone holding the signing key, or cut
+short, no longer matches a head the witness recorded. Every failure is reported, as
+runs.verification does.
 """
 
 import json
 
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.utils import timezone
 
 from review import append_only
 from review.models import ReviewRecord
-from runs import signing
+from runs import signing, witness
 from runs.models import Receipt
 from runs.verification import Problem, Verification, _result
 from warrant_verify.messages import GENESIS
-from warrant_verify.review_chain import verify_review_records
+from warrant_verify.review_chain import REVIEW_CHECKPOINT_KIND, verify_review_checkpoints, verify_review_records
 
 _CHUNK = 2000
 COLUMNS = ("id", "run_id", "seq", "prev_hash", "hash", "body", "key_id", "signature")
@@ -55,9 +59,27 @@ def _cross_check(rows: list[dict], receipts: dict) -> list[Problem]:
     return problems
 
 
+def _witnessed() -> tuple[list[dict], list[Problem]]:
+    """The review checkpoints in the witness file, and a problem for each line that is no checkpoint."""
+    lines, bad = witness.witness_file_checkpoints(REVIEW_CHECKPOINT_KIND)
+    return lines, [Problem("witness", "witness file", reason) for reason in bad]
+
+
+def _witness_problems(lines: list[dict], *, keys, hash_at: dict, head_seq: int, made_at: str) -> list[Problem]:
+    found = [{k: v for k, v in line.items() if k != "_line"} for line in lines]
+    failures = verify_review_checkpoints(found, keys=keys, hash_at=hash_at, head_seq=head_seq, made_at=made_at,
+                                         file="witness", labels=[f"line {line['_line']}" for line in lines])
+    return [Problem("witness", f"witness file: {failure.record}", failure.reason) for failure in failures]
+
+
 def review_verify_chain() -> Verification:
-    """The whole review chain from #1: links, hashes, bodies, signatures, rows against bodies, triggers."""
+    """The whole review chain from #1: links, hashes, bodies, signatures, rows against bodies, the
+    witness's review checkpoints, triggers."""
+    made_at = witness._iso(timezone.now())  # before the chain is read: a head signed later may be newer
     keys = signing.verifying_keys()
+    witnessed, witness_problems = _witnessed()
+    wanted = {line.get("seq") for line in witnessed}
+    hash_at: dict[int, str] = {}
     problems, checked, known = [], 0, {}
     start_seq, start_prev = 1, GENESIS
     rows_all = ReviewRecord.objects.order_by("seq").values(*COLUMNS, *_SEALED)
@@ -75,6 +97,7 @@ def review_verify_chain() -> Verification:
             run_id__in={r["run_id"] for r in rows}).values_list("run_id", "seq", "hash")}
         problems.extend(_cross_check(rows, receipts))
         checked += result.checked
+        hash_at.update({seq: hash_ for seq, hash_ in result.hashes.items() if seq in wanted})
         start_seq, start_prev = result.head_seq + 1, result.head_hash
 
     for row in rows_all.iterator(chunk_size=_CHUNK):
@@ -84,6 +107,9 @@ def review_verify_chain() -> Verification:
             chunk = []
     if chunk:
         walk(chunk)
+    problems += witness_problems + _witness_problems(witnessed, keys=keys, hash_at=hash_at, head_seq=start_seq - 1,
+                                                     made_at=made_at)
     problems += [Problem("append_only", name, "the append-only trigger is missing or disabled")
                  for name in append_only.missing(connection)]
-    return _result(checked, problems, ok_reason=f"all {checked} review records signed and chained, rows match")
+    against = f", and match the witness's {len(witnessed)} review checkpoints" if witnessed else ""
+    return _result(checked, problems, ok_reason=f"all {checked} review records signed and chained, rows match{against}")

@@ -40,6 +40,7 @@ class Tally:
     checkpoints: int = 0
     witness_only: int = 0
     witness_unreadable: int = 0
+    review_checkpoints: int = 0  # the review chain's, from the witness file
     policy_versions: int = 0
     runs: int = 0
     runs_by_status: Counter = field(default_factory=Counter)

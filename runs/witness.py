@@ -9,11 +9,19 @@ the newest one: the reconciler (witness_catch_up) brings a sink that was down up
 
 A seal never waits on a sink that is failing: a sink that failed is left alone for BACKOFF
 seconds, and the run's own transaction never involves the witness at all.
+
+Other chains are witnessed through the same sinks (the review chain: review.apps registers it in
+OTHER_CHAINS, since runs imports no app above it). Their checkpoints have a kind and a signing
+domain of their own, are made whenever their chain grows or a sink lacks the head, and are not kept
+in the database: a signed head there would be the key holder's word, which the witness exists to
+check. Each sink's progress on such a chain is a WitnessSink row of its own ("review-file", ...).
 """
 
 import json
 import logging
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -27,6 +35,7 @@ from django.utils.dateparse import parse_datetime
 from runs import signing
 from runs.models import Receipt, ReceiptCheckpoint, WitnessSink
 from warrant_verify.messages import checkpoint_message
+from warrant_verify.review_chain import REVIEW_CHECKPOINT_KIND
 
 logger = logging.getLogger(__name__)
 BACKOFF_SECONDS = 30
@@ -170,28 +179,37 @@ def witness_publish(*, force: bool = False, head: tuple[int, str] | None = None)
     if point is None:
         return {name: "empty" for name in names}
     _last_seen[0] = max(filter(None, (_last_seen[0], point.created_at)))
+    return _give(names, seq=point.seq, document=point.document, force=force)
+
+
+def _give(names: list[str], *, seq: int, document: Callable[[], dict], force: bool, prefix: str = "") -> dict:
+    """Send the checkpoint at `seq` to every sink that lacks it; what each did, by its row's name.
+    `document` is called once, at the first sink that needs it; `prefix` names another chain's rows."""
     state = _sink_state() if names else {}
-    done, document = {}, point.document()
+    done, made = {}, []
     backoff = timezone.now() - timedelta(seconds=BACKOFF_SECONDS)
     for name in names:
-        delivered, failing, failed_at = state.get(name, (None, False, None))
+        row = prefix + name
+        delivered, failing, failed_at = state.get(row, (None, False, None))
         # Only this very checkpoint counts as delivered: a sink row claiming more (edited in the
         # database to silence the witness) is sent the head again.
-        if delivered == point.seq and not failing:
-            done[name] = "current"
+        if delivered == seq and not failing:
+            done[row] = "current"
             continue
         if not force and failing and failed_at and failed_at > backoff:
-            done[name] = "backoff"
+            done[row] = "backoff"
             continue
         try:
-            _DELIVER[name](document)
+            if not made:
+                made.append(document())
+            _DELIVER[name](made[0])
         except Exception as exc:  # a sink's failure is recorded and caught up later, never raised into a seal
-            logger.warning("witness %s: could not deliver checkpoint #%s: %s", name, point.seq, exc)
-            _record(name, seq=None, error=_error_text(exc))
-            done[name] = f"failed: {_error_text(exc)}"
+            logger.warning("witness %s: could not deliver checkpoint #%s: %s", row, seq, exc)
+            _record(row, seq=None, error=_error_text(exc))
+            done[row] = f"failed: {_error_text(exc)}"
         else:
-            _record(name, seq=point.seq)
-            done[name] = f"delivered #{point.seq}"
+            _record(row, seq=seq)
+            done[row] = f"delivered #{seq}"
     return done
 
 
@@ -200,38 +218,98 @@ def after_seal(seq: int, hash_: str) -> None:
     witness_publish(head=(seq, hash_))
 
 
+@dataclass(frozen=True)
+class WitnessedChain:
+    """Another chain whose head the sinks are given (the review chain: review.witness)."""
+
+    name: str  # its sinks' rows are "<name>-file", "<name>-http"; its section of witness_status
+    kind: str  # the checkpoint document's kind
+    message: Callable[[dict], bytes]  # the bytes its checkpoint's signature covers
+    head: Callable[[], tuple[int, str]]  # (seq, hash) of its newest record now; seq 0 when empty
+    made_at: Callable[[int], object]  # when record #seq was written (None: no such record)
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.name}-"
+
+
+OTHER_CHAINS: list[WitnessedChain] = []
+
+
+def chain_checkpoint(chain: WitnessedChain, seq: int, head: str) -> dict:
+    """A newly signed checkpoint of `chain` at #seq."""
+    key_id, _key = signing.signing_key()
+    document = {"v": 1, "kind": chain.kind, "seq": seq, "head": head, "at": _iso(timezone.now()), "key_id": key_id}
+    return document | {"signature": signing.sign(chain.message(document))}
+
+
+def chain_publish(chain: WitnessedChain, *, head: tuple[int, str] | None = None, force: bool = False) -> dict:
+    """Give every sink `chain`'s head (by default as it is now), unless it has it. Not bound by the
+    interval: these chains grow at a person's pace. `force`: sinks in backoff too. An empty chain
+    has nothing to witness and says nothing."""
+    names = sinks()
+    seq, hash_ = head or chain.head()
+    if not seq:
+        return {}
+    return _give(names, seq=seq, document=lambda: chain_checkpoint(chain, seq, hash_), force=force,
+                 prefix=chain.prefix)
+
+
 def witness_catch_up() -> dict:
-    """The reconciler's part: every sink brought to the head, however long it was down."""
-    return witness_publish(force=True)
+    """The reconciler's part: every sink brought to every chain's head, however long it was down."""
+    done = witness_publish(force=True)
+    for chain in OTHER_CHAINS:
+        done |= chain_publish(chain, force=True)
+    return done
 
 
-def witness_status() -> dict:
-    """How far behind each sink is (receipts not yet witnessed, and since when): for /readyz."""
-    head = _head()
-    head_seq = head[0] if head else 0
-    state = {s.name: s for s in WitnessSink.objects.filter(name__in=sinks())}
-    result = {"head_seq": head_seq, "sinks": {}}
-    now = timezone.now()
+def _sinks_behind(head_seq: int, *, prefix: str, made_at, unit: str) -> dict:
+    """For each sink: whether it has the head, how many records it lacks and since when."""
+    names = sinks()
+    state = {s.name: s for s in WitnessSink.objects.filter(name__in=[prefix + name for name in names])}
+    now, found = timezone.now(), {}
     grace = max(2 * settings.WARRANT_WITNESS_INTERVAL_SECONDS, 60)
-    for name in sinks():
-        sink = state.get(name)
+    for name in names:
+        sink = state.get(prefix + name)
         delivered = sink.delivered_seq if sink else 0
         behind = head_seq - delivered  # negative: the sink was given a head the chain no longer has
-        oldest = (Receipt.objects.filter(seq=delivered + 1).values_list("created_at", flat=True).first()
-                  if behind > 0 else None)
+        oldest = made_at(delivered + 1) if behind > 0 else None
         waiting = (now - oldest).total_seconds() if oldest else 0.0
         failing = bool(sink and sink.failed_at)
-        result["sinks"][name] = {
-            "ok": not failing and waiting <= grace and behind >= 0, "delivered_seq": delivered, "behind_receipts": behind,
+        found[name] = {
+            "ok": not failing and waiting <= grace and behind >= 0, "delivered_seq": delivered, f"behind_{unit}": behind,
             "behind_seconds": round(waiting, 1), "error": sink.error if failing else "",
             "failing_since": _iso(sink.failed_at) if failing else None,
         }
-    result["ok"] = all(s["ok"] for s in result["sinks"].values())
+    return found
+
+
+def _receipt_made_at(seq: int):
+    return Receipt.objects.filter(seq=seq).values_list("created_at", flat=True).first()
+
+
+def witness_status() -> dict:
+    """How far behind each sink is (receipts not yet witnessed, and since when): for /readyz. Each
+    other chain has a section of its own, by its name, which `ok` covers too."""
+    head = _head()
+    head_seq = head[0] if head else 0
+    result = {"head_seq": head_seq, "sinks": _sinks_behind(head_seq, prefix="", made_at=_receipt_made_at,
+                                                           unit="receipts")}
+    sections = [result["sinks"]]
+    for chain in OTHER_CHAINS:
+        seq = chain.head()[0]
+        result[chain.name] = {"head_seq": seq, "sinks": _sinks_behind(seq, prefix=chain.prefix, made_at=chain.made_at,
+                                                                      unit="records")}
+        sections.append(result[chain.name]["sinks"])
+    result["ok"] = all(s["ok"] for section in sections for s in section.values())
     return result
 
 
-def witness_file_checkpoints() -> tuple[list[dict], list[str]]:
-    """The checkpoints in the witness file, and a reason for every line that is not one."""
+def witness_file_checkpoints(kind: str = "") -> tuple[list[dict], list[str]]:
+    """The checkpoints in the witness file, and a reason for every line that is not one. `kind`:
+    those of another chain (REVIEW_CHECKPOINT_KIND); by default every line that is not another
+    chain's, so a line of no kind at all is still held against the receipts and reported."""
+    others = {chain.kind for chain in OTHER_CHAINS} | {REVIEW_CHECKPOINT_KIND}
     path = Path(settings.WARRANT_WITNESS_FILE) if settings.WARRANT_WITNESS_FILE else None
     if path is None or not path.exists():
         return [], []
@@ -244,7 +322,8 @@ def witness_file_checkpoints() -> tuple[list[dict], list[str]]:
                 bad.append(f"line {number}: not JSON")
                 continue
             if isinstance(document, dict):
-                found.append(document | {"_line": number})
+                if (document.get("kind") == kind) if kind else (document.get("kind") not in others):
+                    found.append(document | {"_line": number})
             else:
                 bad.append(f"line {number}: not a checkpoint object")
     return found, bad

@@ -10,7 +10,7 @@ from .chain import (Failure, is_hex64, is_int, parse_jsonl, retired_bound_proble
 from .jcs import CanonicalizationError
 from .keys import KeySetError, load_key_set, merge_key_sets, retirement_of, verify_signature
 from .messages import GENESIS, manifest_message
-from .review_chain import REVIEW_FILE, verify_review_file
+from .review_chain import REVIEW_FILE, is_review_checkpoint, verify_review_checkpoints, verify_review_file
 
 # quorum, decisions, escalated_from_role and escalated_at appear only when they say something
 # (more than one approver, people's decisions recorded, an escalation): absent on both sides otherwise.
@@ -66,8 +66,8 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
     _events(files, bodies, workers, report)
     _approvals(files, bodies, report)
     _runs(files, bodies, report)
-    found, note = verify_review_file(files.get(REVIEW_FILE), keys=keys, receipts=files.get("receipts.jsonl"),
-                                     section=manifest.get("reviews") if isinstance(manifest, dict) else None)
+    found, note, reviews = verify_review_file(files.get(REVIEW_FILE), keys=keys, receipts=files.get("receipts.jsonl"),
+                                              section=manifest.get("reviews") if isinstance(manifest, dict) else None)
     report.failures.extend(found)
     report.notes.append(note)
     _jsonl_only(files, "policies.jsonl", report)
@@ -84,11 +84,18 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
             continue
         rows, bad = parse_jsonl(data, name)
         report.failures.extend(bad)
+        # Both chains' heads go to the same witness: each line is held against its own chain.
+        review_rows = [(number, row) for number, row in rows if is_review_checkpoint(row)]
+        rows = [(number, row) for number, row in rows if not is_review_checkpoint(row)]
         report.failures.extend(verify_checkpoints(
             [row for _, row in rows], keys=keys, hash_at=hash_at, first_seq=span.first_seq,
             last_seq=span.last_seq, head_seq=span.head_seq, complete=complete, file=name, made_at=made_at,
             labels=[f"line {number}" for number, _ in rows], workers=workers, memo=memo))
-        report.notes.append(f"{len(rows)} checkpoints in {name}")
+        report.failures.extend(verify_review_checkpoints(
+            [row for _, row in review_rows], keys=keys, hash_at=reviews.hashes, head_seq=reviews.head_seq,
+            made_at=made_at, file=name, labels=[f"line {number}" for number, _ in review_rows]))
+        also = f" and {len(review_rows)} review checkpoints" if review_rows else ""
+        report.notes.append(f"{len(rows)} checkpoints{also} in {name}")
     report.notes.insert(0, f"{span.count} receipts (seq {span.first_seq}-{span.last_seq}), {len(bodies)} runs")
     statuses = _statuses(files)
     report.notes.append("receipt keys: " + (", ".join(f"{kid} ({_status(keys[kid], statuses.get(kid))})"

@@ -8,14 +8,20 @@ seq, prev_hash, hash, key id, record id and run id under a domain prefix of its 
 signature never passes for a receipt's, nor a receipt's for a review's. A retired key signs no
 record dated after its retirement. A follow-up names an earlier finding (or follow-up) of the
 same run.
+
+The review chain's head is witnessed like the receipts' (the same sinks, a checkpoint kind and
+signing domain of its own): whoever holds the signing key can re-sign a rewritten review chain, but
+cannot take back the heads the witness recorded while the chain grew.
 """
 
 from . import jcs
-from .chain import ChainResult, Failure, is_hex64, is_int, label, retired_bound_problem
+from .chain import ChainResult, Failure, is_hex64, is_int, label, parse_time, retired_bound_problem
 from .keys import verify_signature
 from .messages import GENESIS, receipt_hash
 
 REVIEW_DOMAIN = b"warrant.review.v1\n"
+REVIEW_CHECKPOINT_DOMAIN = b"warrant.review-checkpoint.v1\n"
+REVIEW_CHECKPOINT_KIND = "warrant.review-checkpoint"
 FORMAT = 1
 KINDS = ("sign_off", "finding", "follow_up")
 SEVERITIES = ("low", "medium", "high", "critical")
@@ -25,6 +31,60 @@ def review_message(*, seq: int, prev_hash: str, hash: str, key_id: str, record_i
     """What a review record's signature covers: its place in the review chain and its hash."""
     return REVIEW_DOMAIN + jcs.canonicalize({"seq": seq, "prev_hash": prev_hash, "hash": hash, "key_id": key_id,
                                              "record_id": record_id, "run_id": run_id})
+
+
+def review_checkpoint_message(checkpoint: dict) -> bytes:
+    """What a review checkpoint's signature covers: every field of it but the signature."""
+    return REVIEW_CHECKPOINT_DOMAIN + jcs.canonicalize({k: v for k, v in checkpoint.items() if k != "signature"})
+
+
+def is_review_checkpoint(document) -> bool:
+    """A witness line of the review chain (the witness file holds both chains' checkpoints)."""
+    return isinstance(document, dict) and document.get("kind") == REVIEW_CHECKPOINT_KIND
+
+
+def verify_review_checkpoints(checkpoints, *, keys: dict, hash_at: dict, head_seq: int, made_at: str | None,
+                              file: str, labels=None) -> list[Failure]:
+    """Signed heads of the review chain against its records' hashes (`hash_at`: seq -> stored hash).
+
+    A checkpoint at or before `head_seq` must name that record's hash, or the chain was rewritten
+    after it was witnessed. One past the head, signed before `made_at` (when the chain was read),
+    proves records were cut off the end; one dated after it may rightly know of newer records. A
+    review checkpoint is dated by its signer, and a retired key signs none dated after retirement."""
+    failures: list[Failure] = []
+    for index, checkpoint in enumerate(checkpoints):
+        where = labels[index] if labels else f"line {index + 1}"
+        seq = checkpoint.get("seq") if isinstance(checkpoint, dict) else None
+        if not is_review_checkpoint(checkpoint) or checkpoint.get("v") != 1 or not is_int(seq) or seq < 1 \
+                or not is_hex64(checkpoint.get("head")):
+            failures.append(Failure(file, where, f"not a v1 {REVIEW_CHECKPOINT_KIND} with a positive integer seq "
+                                                 "and a hex head"))
+            continue
+        where = f"review checkpoint {seq}"
+        try:
+            message = review_checkpoint_message(checkpoint)
+        except (jcs.CanonicalizationError, UnicodeEncodeError) as exc:
+            failures.append(Failure(file, where, f"cannot be canonicalized ({exc})"))
+            continue
+        kid = checkpoint.get("key_id")
+        reason = verify_signature(keys, kid, message, checkpoint.get("signature")) or retired_bound_problem(
+            keys, kid, dated=True, at=checkpoint.get("at"))
+        if reason:
+            failures.append(Failure(file, where, reason))
+        if seq <= head_seq:
+            stored = hash_at.get(seq)
+            if stored is None:
+                failures.append(Failure(file, where, f"no review record #{seq} to match this checkpoint"))
+            elif stored != checkpoint["head"]:
+                failures.append(Failure(file, where, f"signed head for review record #{seq} differs from its hash: "
+                                                     "the review chain was rewritten after this checkpoint"))
+        elif made_at is not None:
+            at, made = parse_time(checkpoint.get("at")), parse_time(made_at)
+            if not (at and made and at > made):
+                failures.append(Failure(file, where, f"review checkpoint at #{seq}, signed before the review chain "
+                                                     f"was read, is past its head (#{head_seq}): review records "
+                                                     "were cut off the end"))
+    return failures
 
 
 def _body_problems(body: dict, record: dict) -> list[str]:
@@ -146,14 +206,16 @@ def _follow_problems(record: dict, seen: dict) -> list[str]:
 REVIEW_FILE = "reviews.jsonl"  # the whole review chain, #1 to its head when the bundle was made
 
 
-def verify_review_file(data: bytes | None, *, keys: dict, section, receipts: bytes | None) -> tuple[list[Failure], str]:
+def verify_review_file(data: bytes | None, *, keys: dict, section,
+                       receipts: bytes | None) -> tuple[list[Failure], str, ChainResult]:
     """reviews.jsonl against the manifest's signed `reviews` section ({count, head_seq, head_hash}),
     and each record's reviewed receipt against the bundle's receipt of that run when it holds one.
-    (failures, the summary's note). A bundle from before review records has neither file nor section."""
+    (failures, the summary's note, the chain as walked: its head and hashes, for the review
+    checkpoints). A bundle from before review records has neither file nor section."""
     from .chain import parse_jsonl
 
     if not data and section is None:
-        return [], "no review chain in this bundle"
+        return [], "no review chain in this bundle", ChainResult(0, 0, GENESIS, [], {})
     failures: list[Failure] = []
     rows, bad = parse_jsonl(data or b"", REVIEW_FILE)
     failures += bad
@@ -181,4 +243,4 @@ def verify_review_file(data: bytes | None, *, keys: dict, section, receipts: byt
                 reviewed.get("seq"), reviewed.get("hash")):
             failures.append(Failure(REVIEW_FILE, label(record, index), f"reviewed receipt #{reviewed.get('seq')} of run "
                                     f"{record['run_id']}, which is not the receipt the bundle holds for it"))
-    return failures, f"{len(rows)} review records (#1-#{result.head_seq})"
+    return failures, f"{len(rows)} review records (#1-#{result.head_seq})", result
