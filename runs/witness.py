@@ -34,6 +34,7 @@ from django.utils.dateparse import parse_datetime
 
 from runs import signing
 from runs.models import Receipt, ReceiptCheckpoint, WitnessSink
+from core import egress
 from warrant_verify.messages import checkpoint_message
 from warrant_verify.review_chain import REVIEW_CHECKPOINT_KIND
 
@@ -122,7 +123,15 @@ def _deliver_http(document: dict) -> None:
     url = settings.WARRANT_WITNESS_URL
     if not witness_host_allowed(url):
         raise WitnessRefused("the witness URL's host is not in WARRANT_WITNESS_ALLOWED_HOSTS")
-    response = httpx.post(url, json=document, timeout=HTTP_TIMEOUT_SECONDS, follow_redirects=False)
+    # Through the egress client like every other outbound call: the address connected to is the one
+    # checked, no proxy from the environment, and a redirect is a failure, never followed.
+    try:
+        with egress.client(allowed_hosts=settings.WARRANT_WITNESS_ALLOWED_HOSTS,
+                           setting="WARRANT_WITNESS_ALLOWED_HOSTS", timeout=httpx.Timeout(HTTP_TIMEOUT_SECONDS),
+                           follow_redirects=False) as client:
+            response = client.post(url, json=document)
+    except egress.EgressRefused as exc:
+        raise WitnessRefused(str(exc)) from None
     if not 200 <= response.status_code < 300:
         raise WitnessRefused(f"the witness answered HTTP {response.status_code}")
 
