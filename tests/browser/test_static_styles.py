@@ -4,26 +4,19 @@ serves the files through whitenoise), the pages come up styled and the Swagger U
 import base64
 import os
 import secrets
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.browser.servers import wait_until_healthy
+from tests.browser.servers import free_port, wait_until_healthy
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
 UNSTYLED = "rgba(0, 0, 0, 0)"  # a header with no stylesheet has no background
-
-
-def _port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +37,7 @@ def production(tmp_path_factory):
         "print('KEY', token_issue(user=u, via='command', issued_by='test')[1])")],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     key = next(line.split()[1] for line in done.stdout.splitlines() if line.startswith("KEY "))
-    port = _port()
+    port = free_port()
     log = open(data / "gunicorn.log", "w")
     process = subprocess.Popen([sys.executable, "-m", "gunicorn", "warrant.wsgi", "-w", "1", "-b", f"127.0.0.1:{port}"],
                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -9,7 +9,6 @@ Celery instrumented, and the worker's JSON log lines naming the run and its trac
 """
 
 import json
-import os
 import shutil
 import time
 
@@ -17,7 +16,7 @@ import httpx
 import pytest
 
 from core.telemetry import run_trace_ids
-from tests.browser.servers import ROOT, manage, runserver
+from tests.browser.servers import ROOT, demo_with_tokens, live_env, runserver
 from tests.observability.otlp import serve
 from tests.services.processes import CeleryProcess, RedisServer
 
@@ -27,7 +26,6 @@ if not shutil.which("redis-server"):
 
 # observe's loopback ports (7160-7169) and Redis port (6461).
 RECEIVER_PORT, SERVER_PORT, REDIS_PORT = 7161, 7162, 6461
-PASSWORD = "warrant-demo"
 INTERNAL, SERVER, CLIENT, PRODUCER, CONSUMER = 1, 2, 3, 4, 5  # OTLP span kinds
 
 
@@ -37,18 +35,9 @@ def traced(tmp_path_factory):
     receiver_server, receiver = serve(RECEIVER_PORT)
     redis_server = RedisServer(REDIS_PORT, data_dir)
     redis_server.start()
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")
-           and not k.startswith("OTEL_")}
-    env.update(DJANGO_DEBUG="1", WARRANT_DATA_DIR=str(data_dir), DEMO_PASSWORD=PASSWORD, WARRANT_TEST_FAST_HASHER="1",
-               PYTHONUNBUFFERED="1", WARRANT_LOG_FORMAT="json", CELERY_BROKER_URL=redis_server.url,
-               PYTHONPATH=str(ROOT))
-    manage(env, "migrate", "--noinput")
-    out = manage(env, "shell", "-c", (
-        "from django.contrib.auth import get_user_model; from governance.tokens import token_issue; "
-        "from runs.demo import demo_load; demo_load(); "
-        "print('TOKENS', *(n + '=' + token_issue(user=get_user_model().objects.get(username=n), via='command', "
-        "issued_by='test')[1] for n in ['operator', 'approver']))"))
-    tokens = dict(pair.split("=") for pair in next(x for x in out.splitlines() if x.startswith("TOKENS ")).split()[1:])
+    env = {k: v for k, v in live_env(data_dir).items() if not k.startswith("OTEL_")}
+    env.update(WARRANT_LOG_FORMAT="json", CELERY_BROKER_URL=redis_server.url, PYTHONPATH=str(ROOT))
+    tokens = demo_with_tokens(env, ["operator", "approver"])
     env.update(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{RECEIVER_PORT}", OTEL_SERVICE_NAME="warrant-test",
                OTEL_BSP_SCHEDULE_DELAY="100",
                # An HTTP witness sink on the receiver: the seal's checkpoint goes out through httpx.

@@ -4,41 +4,22 @@ its own SQLite file, the demo loaded, runs made through the API), on the first f
 review-tampered.png, review-rules.png.
 """
 
-import socket
 import sqlite3
 
-import httpx
 import pytest
 
-from tests.browser.conftest import PASSWORD, _env, browser  # noqa: F401 (browser: a fixture)
-from tests.browser.servers import ROOT, manage, runserver
+from tests.browser.conftest import browser  # noqa: F401 (a fixture)
+from tests.browser.servers import ROOT, api_client, demo_with_tokens, free_port, live_env, login, runserver
 
 pytestmark = pytest.mark.browser
 SHOTS = ROOT / "var" / "screenshots"
 
 
-def _port() -> int:
-    for port in range(8170, 8180):
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 8170-8179")
-
-
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    data_dir, port = tmp_path_factory.mktemp("warrant-review-queue"), _port()
-    env = _env(data_dir)
-    manage(env, "migrate", "--noinput")
-    out = manage(env, "shell", "-c", (
-        "from django.contrib.auth import get_user_model; from governance.tokens import token_issue; "
-        "from runs.demo import demo_load; demo_load(); "
-        "print('TOKENS', *(n + '=' + token_issue(user=get_user_model().objects.get(username=n), via='command', "
-        "issued_by='test')[1] for n in ['operator', 'approver', 'compliance']))"))
-    tokens = dict(pair.split("=") for pair in next(line for line in out.splitlines() if line.startswith("TOKENS ")).split()[1:])
+    data_dir, port = tmp_path_factory.mktemp("warrant-review-queue"), free_port(range(8170, 8180))
+    env = live_env(data_dir)
+    tokens = demo_with_tokens(env, ["operator", "approver", "compliance"])
     with runserver(env, port, data_dir / "server.log") as base:
         _work(base, tokens)
         yield base, data_dir / "warrant.sqlite3"
@@ -46,10 +27,7 @@ def live(tmp_path_factory):
 
 def _work(base: str, tokens: dict) -> None:
     """Rules first, then a day of runs: a blocked question, an email denied, a delete approved, an answer."""
-    def client(user):
-        return httpx.Client(base_url=f"{base}/api/v1", timeout=60, headers={"Authorization": f"Token {tokens[user]}"})
-
-    operator, approver, compliance = client("operator"), client("approver"), client("compliance")
+    operator, approver, compliance = (api_client(base, tokens[user]) for user in ("operator", "approver", "compliance"))
     for rule in ({"name": "every-denial-and-block", "always": ["denial", "expiry", "blocked", "policy_error"],
                   "note": "auditors read every refusal"},
                  {"name": "destructive-tools", "always": ["tool"], "tools": ["delete_account"]},
@@ -75,10 +53,7 @@ def test_queue_review_page_records_and_a_tampered_record(browser, live):  # noqa
     page = context.new_page()
     page.set_default_timeout(20_000)
     try:
-        page.goto(f"{base}/admin/login/?next=/admin/")
-        page.fill("#id_username", "compliance")
-        page.fill("#id_password", PASSWORD)
-        page.click("input[type=submit]")
+        login(page, base, "compliance")
         page.wait_for_selector("#review-links")
         page.click("#review-links a:first-child")
         page.wait_for_url("**/admin/review/reviewitem/")
