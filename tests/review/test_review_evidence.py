@@ -19,15 +19,20 @@ from warrant_verify.review_chain import REVIEW_FILE, check_review_record
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def bundle(operator, tmp_path):
+def finding_and_follow_up(operator):
+    """A sampled run reviewed by compliance: a finding (#1) and the follow-up that resolves it (#2)."""
     compliance = get_user_model().objects.get(username="compliance")
     SamplingRule.objects.create(name="all", percentage=100)
     item = ReviewItem.objects.get(run_id=start(operator, "What is Dana Whitfield's salary?")["id"])
     review_assign(item=item, assignee=compliance, by=compliance)
     review_submit(item=item, reviewer=compliance, kind="finding", severity="high", note="the guard fired late")
     review_submit(item=item, reviewer=compliance, kind="follow_up", note="moved it first", resolves=True)
-    evidence_bundle_write(out_dir=tmp_path / "b", requested_by=compliance)
+    return compliance
+
+
+@pytest.fixture
+def bundle(operator, tmp_path):
+    evidence_bundle_write(out_dir=tmp_path / "b", requested_by=finding_and_follow_up(operator))
     return tmp_path / "b"
 
 

@@ -25,6 +25,7 @@ from runs.evidence import evidence_bundle_write
 from runs.models import WitnessSink
 from runs.reconcile import run_reconcile
 from runs.witness import witness_status
+from tests.review.test_review_evidence import finding_and_follow_up
 from tests.runs.helpers import start
 from warrant_verify.__main__ import main as verify_main
 from warrant_verify.jcs import canonicalize
@@ -77,12 +78,7 @@ def witnessed(operator, settings, tmp_path):
     """A sampled run with a finding and its follow-up, every head witnessed in the file."""
     settings.WARRANT_WITNESS_FILE = str(tmp_path / "witness.jsonl")
     settings.WARRANT_WITNESS_INTERVAL_SECONDS = 0
-    compliance = get_user_model().objects.get(username="compliance")
-    SamplingRule.objects.create(name="all", percentage=100)
-    item = ReviewItem.objects.get(run_id=start(operator, "What is Dana Whitfield's salary?")["id"])
-    review_assign(item=item, assignee=compliance, by=compliance)
-    review_submit(item=item, reviewer=compliance, kind="finding", severity="high", note="the guard fired late")
-    review_submit(item=item, reviewer=compliance, kind="follow_up", note="moved it first", resolves=True)
+    compliance = finding_and_follow_up(operator)
     return {"file": tmp_path / "witness.jsonl", "compliance": compliance, "tmp": tmp_path}
 
 
