@@ -97,12 +97,8 @@ class Scope:
     fan_out: bool = False  # with no record named, use every record the lister returned
 
 
-def scope_of(words: str, fan_out: bool = False, fallback: Scope | None = None) -> Scope:
-    """An order's sentence that names no record falls back on the request's records and addresses."""
-    entities, ids, addresses = tuple(text.entities(words)), tuple(text.ids(words)), tuple(text.emails(words))
-    if fallback and not entities and not ids:
-        entities, ids = fallback.entities, fallback.ids
-    return Scope(words, entities, ids, addresses or (fallback.emails if fallback else ()), fan_out)
+def scope_of(words: str, fan_out: bool = False) -> Scope:
+    return Scope(words, tuple(text.entities(words)), tuple(text.ids(words)), tuple(text.emails(words)), fan_out)
 
 
 @dataclass
@@ -118,6 +114,13 @@ def skip(reason: str) -> Fill:
     return Fill("skip", reason=reason)
 
 
+def waiting(fills: list[Fill]) -> Fill | None:
+    """If any of these waits, one wait for all the lookups they need (none while a lookup is unanswered)."""
+    if any(fill.status == "wait" for fill in fills):
+        return Fill("wait", needs=[need for fill in fills for need in fill.needs])
+    return None
+
+
 def inferred_steps(request: str, tools: list[dict]) -> list[str]:
     """Tools whose name words the request says (a tool that changes something needs its verb said),
     the most specific of look-alikes; a calculator (it takes an `expression`) for arithmetic."""
@@ -129,22 +132,21 @@ def inferred_steps(request: str, tools: list[dict]) -> list[str]:
     matched: dict[str, int] = {}  # tool -> where in the request it was first named
     for tool in tools:
         name, parts = tool["name"], text.tool_words(tool["name"])
-        hits = [where[text.stem(part)] for part in parts if text.stem(part) in where]
+        hits = [where[part] for part in parts if part in where]
         if "expression" in properties(tool):
             hits = [0] if text.wants_arithmetic(request) else []
-        elif 2 * len(hits) < len(parts) or (is_side_effect(name) and text.stem(parts[0]) not in where):
+        elif 2 * len(hits) < len(parts) or (is_side_effect(name) and parts[0] not in where):
             hits = []
         if hits:
             matched[name] = min(hits)
 
-    def stems(name):
-        return frozenset(text.stem(part) for part in text.tool_words(name))
+    stems = {name: frozenset(text.tool_words(name)) for name in matched}
 
     def rank(name):  # more words, then more said exactly as the tool spells them, then offered first
-        return len(stems(name)), sum(part in said for part in name.lower().split("_")), -names.index(name)
+        return len(stems[name]), sum(part in said for part in name.lower().split("_")), -names.index(name)
 
     # "delete the account" says delete_account more than get_account, "list all accounts" list_accounts.
-    kept = [name for name in matched if not any(stems(o) >= stems(name) and rank(o) > rank(name) for o in matched)]
+    kept = [name for name in matched if not any(stems[o] >= stems[name] and rank(o) > rank(name) for o in matched)]
     return sorted(kept, key=lambda name: (matched[name], names.index(name)))
 
 
@@ -162,11 +164,12 @@ class Plan:
         self.orders = own + [order for words in said[1:] + results for order in text.find_orders(words, self.tools)]
         subject = text.strip_orders(said[0], own)
         self.steps = text.planned_steps(request.system, self.tools) or inferred_steps(subject, request.tools)
-        self.kinds = list(dict.fromkeys(prop[:-3] for tool in request.tools for prop in properties(tool)
-                                        if prop.endswith("_id")))
+        id_properties = [(prop[:-3], spec) for tool in request.tools for prop, spec in properties(tool).items()
+                         if prop.endswith("_id")]
+        self.kinds = list(dict.fromkeys(kind for kind, _ in id_properties))
         # An id a request names counts for a kind only if it fits the pattern its schema gives (A-100, not T-2).
-        self.patterns = {prop[:-3]: spec["pattern"] for tool in request.tools for prop, spec in properties(tool).items()
-                         if prop.endswith("_id") and isinstance(spec, dict) and isinstance(spec.get("pattern"), str)}
+        self.patterns = {kind: spec["pattern"] for kind, spec in id_properties
+                         if isinstance(spec, dict) and isinstance(spec.get("pattern"), str)}
         self.resolvers = {kind: self._tool_for(kind, lambda props: "query" in props) for kind in self.kinds}
         self.listers = {kind: self._tool_for(kind, lambda props: not props) for kind in self.kinds}
         self.names = {id_of(row): row["name"] for call in reversed(self.history) for row in rows(call.data)
@@ -175,8 +178,8 @@ class Plan:
         self.skipped: list[str] = []
 
     def _tool_for(self, kind: str, takes) -> str | None:
-        return next((name for name, tool in self.tools.items() if takes(properties(tool))
-                     and text.stem(kind) in {text.stem(word) for word in text.tool_words(name)}), None)
+        return next((name for name, tool in self.tools.items()
+                     if takes(properties(tool)) and text.stem(kind) in text.tool_words(name)), None)
 
     def ids(self, scope: Scope, kind: str) -> list[str]:
         return [i for i in scope.ids if re.fullmatch(self.patterns.get(kind, ".*"), i)]
@@ -213,33 +216,25 @@ class Plan:
     # --- Records ------------------------------------------------------------------------------
 
     def resolve(self, name: str, kind: str) -> Fill:
-        """The record called `name`: from the list if one was read (the same name, else one starting
-        with the other), else as the resolver found it; or the lookup to make first."""
-        resolver, lister = self.resolvers[kind], self.listers[kind]
-        listed = sorted((row for call in self.made(lister) for row in rows(call.data) if id_of(row)), key=id_of)
-        wanted = name.casefold()
-        for same in (lambda have: have == wanted,
-                     lambda have: have.startswith(wanted + " ") or wanted.startswith(have + " ")):
-            if found := [{**row, "id": id_of(row)} for row in listed if same(str(row.get("name", "")).casefold())]:
-                return Fill("ready", found[:1])
-        asked = [call for call in self.made(resolver) if str(call.arguments.get("query", "")).casefold() == wanted]
-        if asked:
-            found = [{**row, "id": id_of(row)} for row in rows(asked[0].data) if id_of(row)]
-            return Fill("ready", found[:1]) if found else Fill("wait") if asked[0].envelope is None else skip(
-                f"no {kind} matches {name!r}")
-        if lister in self.steps and not any(call.envelope for call in self.made(lister)):
-            return Fill("wait", needs=[(lister, {})])  # the list is on its way: the name is read from it
-        if resolver or (lister and not self.made(lister)):
-            return Fill("wait", needs=[(resolver, {"query": name}) if resolver else (lister, {})])
-        return skip(f"no way to look up the {kind} {name!r}")
+        """The record called `name` as the kind's resolver found it, or that lookup, to make first."""
+        resolver = self.resolvers[kind]
+        if not resolver:
+            return skip(f"no way to look up the {kind} {name!r}")
+        asked = [call for call in self.made(resolver) if str(call.arguments.get("query", "")).casefold() == name.casefold()]
+        if not asked:
+            return Fill("wait", needs=[(resolver, {"query": name})])
+        found = [{**row, "id": id_of(row)} for row in rows(asked[0].data) if id_of(row)]
+        if found:
+            return Fill("ready", found[:1])
+        return Fill("wait") if asked[0].envelope is None else skip(f"no {kind} matches {name!r}")
 
     def records(self, scope: Scope, tool: str, kind: str) -> Fill:
         """The records a call is about: named by id or by name, or, fanning out, every one listed."""
         if self.ids(scope, kind) or scope.entities:
             fills = [Fill("ready", [{"id": i}]) for i in self.ids(scope, kind)] + [
                 self.resolve(name, kind) for name in scope.entities]
-            if any(fill.status == "wait" for fill in fills):
-                return Fill("wait", needs=[need for fill in fills for need in fill.needs])
+            if wait := waiting(fills):
+                return wait
             values = [value for fill in fills for value in fill.values]
             return Fill("ready", values) if values else skip("; ".join(fill.reason for fill in fills))
         lister = self.listers[kind]
@@ -265,7 +260,7 @@ class Plan:
         if number is None:  # a record's field: "Acme's ARR"
             field_word = (text.words(subject) or [""])[-1]
             names = [name for name in scope.entities if name in subject] or list(scope.entities)
-            kind = next((kind for kind in self.kinds if self.resolvers[kind] or self.listers[kind]), None)
+            kind = next((kind for kind in self.kinds if self.resolvers[kind]), None)
             found = self.resolve(names[0], kind) if names and kind else skip(f"no record to take {share}% of")
             if found.status != "ready":
                 return found
@@ -306,16 +301,13 @@ class Plan:
     def fill_step(self, tool: str, scope: Scope) -> Fill:
         """Argument sets for one tool: every combination of the values found (fan-out)."""
         schema = (self.tools.get(tool) or {}).get("input_schema") or {}
-        chosen, needs = {}, []
-        for prop in schema.get("properties") or {}:
-            fill = self.value_for(tool, prop, scope)
-            if fill.status == "skip" and prop in (schema.get("required") or []):
-                return skip(f"{tool}: {fill.reason}")
-            needs += fill.needs
-            if fill.status == "ready":
-                chosen[prop] = list(dict.fromkeys(fill.values))
-        if needs:
-            return Fill("wait", needs=needs)
+        fills = {prop: self.value_for(tool, prop, scope) for prop in schema.get("properties") or {}}
+        required = schema.get("required") or []
+        if missing := [fill for prop, fill in fills.items() if fill.status == "skip" and prop in required]:
+            return skip(f"{tool}: {missing[0].reason}")
+        if wait := waiting(list(fills.values())):
+            return wait
+        chosen = {prop: list(dict.fromkeys(fill.values)) for prop, fill in fills.items() if fill.status == "ready"}
         return Fill("ready", [dict(zip(chosen, combo, strict=True)) for combo in product(*chosen.values())])
 
     def fill_order(self, order: text.Order) -> Fill:
@@ -324,15 +316,13 @@ class Plan:
         if order.target_kind == "address" and order.tool in text.wording().messages:
             return Fill("ready", [self.message(order.tool, order.text, order.target)])
         if order.target_kind == "record":  # "delete the account Initech": of the kind the tool's name says
-            said = {text.stem(word) for word in text.tool_words(order.tool)}
-            kind = next((kind for kind in self.kinds if text.stem(kind) in said), None)
+            kind = next((kind for kind in self.kinds if text.stem(kind) in text.tool_words(order.tool)), None)
             if re.fullmatch(text.ID, order.target) and re.fullmatch(self.patterns.get(kind, ".*"), order.target):
                 return Fill("ready", [{f"{kind or 'record'}_id": order.target}])
             found = self.resolve(order.target, kind) if kind else skip(f"no way to look up {order.target!r}")
             found.values = [{f"{kind}_id": record["id"]} for record in found.values]
             return found
-        return self.fill_step(order.tool, scope_of(order.text, fallback=self.scope)) if order.tool in self.tools else (
-            Fill("ready", [{}]))
+        return self.fill_step(order.tool, scope_of(order.text))  # a tool not on offer has no properties: {}
 
 
 def _text(content) -> str:

@@ -26,10 +26,6 @@ COMMON_WORDS = frozenset(
     monday tuesday wednesday thursday friday saturday sunday january february march april may june
     july august september october november december ignore note important system""".split()
 )
-STOPWORDS = COMMON_WORDS | frozenset(
-    """all about am been being base did does doing done don't just knowledge kb more most much
-    say says should some such than that them they too very""".split()
-)
 # Words of a tool name that do not say what it is about, left out when matching a request.
 GENERIC_VERBS = frozenset({"get", "list", "compute", "search", "fetch", "find", "read", "by", "for", "of"})
 
@@ -83,7 +79,8 @@ def words(text: str) -> list[str]:
 
 
 def tool_words(name: str) -> list[str]:
-    return [w for w in name.lower().split("_") if w and w not in GENERIC_VERBS]
+    """The stems of the words of a tool's name that say what it is about: delete_account -> delete, account."""
+    return [stem(w) for w in name.lower().split("_") if w and w not in GENERIC_VERBS]
 
 
 def ids(text: str) -> list[str]:
@@ -91,7 +88,7 @@ def ids(text: str) -> list[str]:
 
 
 def emails(text: str) -> list[str]:
-    return list(dict.fromkeys(match.rstrip(".") for match in re.findall(ADDRESS, text or "")))
+    return list(dict.fromkeys(re.findall(ADDRESS, text or "")))
 
 
 def entities(text: str) -> list[str]:
@@ -121,19 +118,18 @@ def phrase_after(marker: str, sentence: str) -> str:
 
 
 def topic(text: str) -> str:
-    """What a search is about: the phrase after about/regarding (else on/for), else the content words."""
+    """What a search is about: the phrase after about/regarding (else on/for) in the first sentence."""
     first = next(iter(sentences(text)), "")
     for marker in ("about|regarding|concerning", "on|for"):
         if phrase := re.sub(r"^(?:the|our|a|an)\s+", "", phrase_after(marker, first), flags=re.I):
             return phrase
-    return " ".join(w for w in words(first) if w not in STOPWORDS and not w.isdigit())
+    return ""
 
 
 # --- Numbers and arithmetic -----------------------------------------------------------------
 
 _NUMBER = r"\d[\d,]*(?:\.\d+)?"
-_ARITHMETIC_RE = re.compile(rf"\(*\s*{_NUMBER}\s*\)*(?:\s*[-+*/×÷x]\s*\(*\s*{_NUMBER}\s*\)*)+")
-_WORD_OPERATORS = {"multiplied by": "*", "times": "*", "divided by": "/", "plus": "+", "minus": "-"}
+_ARITHMETIC_RE = re.compile(rf"\(*\s*{_NUMBER}\s*\)*(?:\s*[-+*/]\s*\(*\s*{_NUMBER}\s*\)*)+")
 
 
 def number_text(value) -> str:
@@ -158,20 +154,17 @@ def percent_request(text: str):
 
 
 def plain_arithmetic(text: str) -> str | None:
-    """A bare expression such as "12 * (3 + 4)" or "12 times 3" in the text, normalised, else None."""
-    spoken = re.sub(rf"\b({'|'.join(_WORD_OPERATORS)})\b", lambda m: _WORD_OPERATORS[m.group(1).lower()], text or "",
-                    flags=re.I)
-    for match in _ARITHMETIC_RE.finditer(spoken):
+    """A bare expression such as "12 * (3 + 4)" in the text, spaced and without thousands commas,
+    else None. A date (2026-12-01) is no subtraction."""
+    for match in _ARITHMETIC_RE.finditer(text or ""):
         candidate = match.group(0).strip()
         if not re.match(r"^\d{4}-\d{2}-\d{2}$", candidate) and candidate.count("(") == candidate.count(")"):
-            candidate = re.sub(r"(?<=\d)\s*[x×]\s*(?=\d)", " * ", candidate).replace("÷", "/")
             return re.sub(r"(?<=\d),(?=\d{3})", "", " ".join(candidate.split()))
     return None
 
 
 def wants_arithmetic(text: str) -> bool:
-    return bool(percent_request(text) or plain_arithmetic(text)
-                or any(re.fullmatch(r"calculat(?:e|or|ion)", word) for word in words(text)))
+    return bool(percent_request(text) or plain_arithmetic(text))
 
 
 # --- Orders ---------------------------------------------------------------------------------
@@ -210,8 +203,7 @@ def find_orders(text: str, tool_names) -> list[Order]:
             orders.append(Order(match.group(2), arguments, None, sentence, (match.start(), end)))
     for tool, pattern, kind in wording().orders:
         for match in pattern.finditer(text or ""):
-            target = match.group(1).rstrip(".") if kind == "address" else match.group(1).strip("'\"")
-            target = re.sub(r"['’]s$", "", target) if kind == "record" else target  # "delete Globex's account"
+            target = match.group(1).strip("'\"")  # a name may be quoted
             if target.lower() not in ("the", "a", "an", "and", "now", "too", "it", "this", "that"):
                 orders.append(Order(tool, None, target, text, match.span(), kind))
     kept: list[Order] = []
@@ -234,13 +226,12 @@ def _arguments_after(text: str, position: int) -> tuple[dict | None, int]:
     said_with = _WITH_RE.match(text, position)
     start = said_with.end() if said_with else position
     inner = start + text.startswith("(", start)
-    if text.startswith("{", inner):  # JSON, or JSON written with single quotes
-        for candidate in (text, text.replace("'", '"')):
-            try:
-                value, end = json.JSONDecoder().raw_decode(candidate, inner)
-            except ValueError:
-                continue
-            return (value if isinstance(value, dict) else None), end + (inner > start and text.startswith(")", end))
+    if text.startswith("{", inner):
+        try:
+            value, end = json.JSONDecoder().raw_decode(text, inner)
+        except ValueError:
+            return None, position
+        return (value if isinstance(value, dict) else None), end + (inner > start and text.startswith(")", end))
     elif inner > start and ")" in text[inner:]:
         return _pairs(text[inner : text.index(")", inner)]), text.index(")", inner) + 1
     elif said_with and (run := _KV_RUN_RE.match(text, start)):

@@ -7,6 +7,7 @@ each tool's result reads in an answer. Pure: no ORM, no settings.
 
 import re
 
+from agents.backends.scripted_plan import rows
 from agents.backends.scripted_text import ADDRESS, NAME, number_text, phrase_after, sentences
 
 # Request words (stems) that name what a tool or a record's field is about without using its words.
@@ -59,17 +60,17 @@ def _data(call) -> dict:
 
 
 def health(calls, said) -> str:
-    rows = {}
+    scores = {}
     for call in calls:
         data = _data(call)
         score = data.get("score", data.get("health_score"))
         number = _as_number(score)
         label = data.get("label") or ("healthy" if number >= 75 else "needs attention" if number >= 50 else "at risk")
-        rows[data.get("account_id") or call.arguments.get("account_id") or "?"] = (score, label)
-    if len(rows) == 1:
-        account_id, (score, label) = next(iter(rows.items()))
+        scores[data.get("account_id") or call.arguments.get("account_id") or "?"] = (score, label)
+    if len(scores) == 1:
+        account_id, (score, label) = next(iter(scores.items()))
         return f"{said.label(account_id)} has a health score of {number_text(score)} — {label}."
-    ranked = sorted(rows.items(), key=lambda row: (_as_number(row[1][0]), row[0]))
+    ranked = sorted(scores.items(), key=lambda row: (_as_number(row[1][0]), row[0]))
     return "Accounts by health score, most at risk first:\n" + "\n".join(
         f"{rank}. {said.label(account_id)}: {number_text(score)}, {label}"
         for rank, (account_id, (score, label)) in enumerate(ranked, start=1)
@@ -93,17 +94,13 @@ def _account_line(record: dict, said) -> str:
     return f"{who}: {', '.join(facts)}" if facts else who
 
 
-def _rows(data) -> list[dict]:
-    return [row for row in (data if isinstance(data, list) else [data]) if isinstance(row, dict)]
-
-
 def get_account(call, said) -> str:
-    found = _rows(call.data)
+    found = rows(call.data)
     return _account_line(found[0], said) + "." if found else "No account was found."
 
 
 def list_accounts(call, said) -> str:
-    found = _rows(call.data)
+    found = rows(call.data)
     if not found:
         return "There are no accounts."
     return f"Accounts ({len(found)}):\n" + "\n".join(f"- {_account_line(r, said)}" for r in found)
@@ -128,9 +125,9 @@ def usage(call, said) -> str:
 def tickets(call, said) -> str:
     data = call.data
     account_id = (data.get("account_id") if isinstance(data, dict) else None) or call.arguments.get("account_id", "")
-    rows = data.get("tickets", []) if isinstance(data, dict) else data
-    rows = [t for t in rows or [] if isinstance(t, dict) and t.get("status", "open") == "open"]
-    if not rows:
+    open_tickets = data.get("tickets", []) if isinstance(data, dict) else data
+    open_tickets = [t for t in open_tickets or [] if isinstance(t, dict) and t.get("status", "open") == "open"]
+    if not open_tickets:
         return f"{said.label(account_id)} has no open tickets."
 
     def order(ticket):  # priority, then the id's numbers as numbers (T-2 before T-10)
@@ -138,7 +135,7 @@ def tickets(call, said) -> str:
             int(p) if p.isdigit() else p for p in re.split(r"(\d+)", str(ticket.get("id", "")))]
 
     lines = [f"- {t.get('id', '?')} [{t.get('priority', '?')}] {t.get('title') or t.get('subject') or ''}".rstrip()
-             for t in sorted(rows, key=order)]
+             for t in sorted(open_tickets, key=order)]
     return f"Open tickets for {said.label(account_id)}:\n" + "\n".join(lines)
 
 

@@ -615,6 +615,20 @@ def test_it_never_repeats_a_call_already_made_even_without_an_answer():
     assert response.tool_calls == []
 
 
+def test_a_call_waiting_on_an_unanswered_lookup_is_not_made_without_its_id():
+    messages = [
+        {"role": "user", "content": "Summarise the open tickets for Globex."},
+        assistant_calls(("call_1_1", "get_account", {"query": "Globex"})),
+        # get_account has no answer yet: list_open_tickets waits for it rather than going without account_id.
+    ]
+    response = ScriptedBackend().complete(
+        ModelRequest(system=AGENT, messages=messages, tools=demo_tools(), model="m")
+    )
+
+    assert response.tool_calls == []
+    assert response.text == "The tools have not answered yet, so I have nothing to report."
+
+
 def test_it_does_not_repeat_a_denied_call_when_the_order_is_read_again():
     text = "Please call delete_account(account_id=A-300) now."
     messages = [
