@@ -16,6 +16,12 @@ database connection (Django's are per thread) and closes it when it stops.
 Graceful shutdown: request_shutdown() (a Celery worker's warm shutdown, or SIGTERM in a pool
 process: take_sigterm and warrant.celery) asks every run this process advances to stop after its
 current step and go back to the queue at once, instead of waiting for its lease to lapse.
+
+The database going away under a step (PostgreSQL restarted, a failover) abandons the step: its
+checkpoint cannot be written on the dead connection. hand_back() then puts the run this worker
+still holds back on the queue as soon as the database answers again, on a new connection, so the
+step is taken again within seconds of the server's return instead of a lease later (and sends a
+queued run's message again when the claim itself failed, instead of leaving it to the reconciler).
 """
 
 import logging
@@ -26,7 +32,7 @@ import time
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, connections, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
 from django.utils import timezone
 
 logger = logging.getLogger(__name__)
@@ -121,6 +127,47 @@ def renew(run_id, worker: str) -> bool:
         SideEffect.objects.filter(run_id=run_id, status=SideEffect.Status.EXECUTING, claimed_by=worker).update(
             claim_expires_at=until)
     return bool(held)
+
+
+def hand_back(run_id, worker: str, *, within: float | None = None) -> bool:
+    """After the database failed under this worker's task: wait (up to `within` seconds, the lease
+    by default) for it to answer again, then put the run back on the queue if this worker holds it,
+    or send its message again if it is still queued (the claim itself failed, and the message it
+    came in is spent). False when there was nothing to hand back (the run moved on, or another
+    worker has it) or the database stayed away: the lease lapses, or the queued run's grace period
+    passes, and the reconciler sends the run on, as it would have without this.
+
+    Safe whatever the failed step got written: the release is a compare-and-set on this worker's
+    lease, read after the failure, so a step whose commit landed before the connection died is
+    handed back from where it got to, and a run another worker took over is left to it. A second
+    message for a queued run is a no-op for whoever finds it claimed."""
+    from core.api_errors import Conflict
+    from runs.lifecycle import run_release
+    from runs.models import Run
+    from runs.queue import enqueue
+
+    # Past the lease there is no point waiting: the reconciler takes the run up by then.
+    deadline = time.monotonic() + (lease_seconds() if within is None else within)
+    pause = 0.2
+    while True:
+        connections.close_all()  # the dead connection first; after a failed attempt, its successor
+        try:
+            run = Run.objects.filter(id=run_id).only("id", "status", "event_seq", "cancel_requested",
+                                                     "lease_owner").first()
+            if run is not None and run.status == "queued":
+                enqueue(run.id)
+                return True
+            if run is None or run.status != "running" or run.lease_owner != worker:
+                return False
+            run_release(run, worker)
+            return True
+        except Conflict:
+            return False  # the row moved between the read and the release: someone else has it
+        except (OperationalError, InterfaceError):
+            if time.monotonic() + pause > deadline:
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
 
 class Heartbeat:

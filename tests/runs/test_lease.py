@@ -82,3 +82,29 @@ def test_at_shutdown_the_run_goes_back_to_the_queue_after_the_current_step(demo,
     run_advance(run_id=str(run.id), worker="another:2")
     run.refresh_from_db()
     assert run.status == "succeeded"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_a_database_failure_the_run_is_handed_back_by_the_worker_holding_it(demo, short_lease):
+    """runs.lease.hand_back, as a worker's task calls it when its connection died under a step
+    (tests/services/test_pg_restart.py restarts PostgreSQL under real workers). The runs stop
+    after their first step (a shutdown played in the tool) so that each has a step left."""
+    Tool.objects.filter(name="list_accounts").update(handler=f"{__name__}.stop_here")
+    held = _queued("List all accounts.")
+    lease.request_shutdown(False)
+    queued = _queued("List all accounts.")
+    lease.request_shutdown(False)
+    Run.objects.filter(id=held.id).update(status="running", lease_owner="w:1",
+                                          lease_expires_at=timezone.now() + timedelta(seconds=30))
+    assert lease.hand_back(held.id, "other:2", within=0) is False  # not that worker's: left alone
+    assert Run.objects.get(id=held.id).lease_owner == "w:1"
+    # Released and sent again at once (the embedded default takes it up here and now), not left
+    # to its lease.
+    assert lease.hand_back(held.id, "w:1", within=0) is True
+    held.refresh_from_db()
+    assert held.status == "succeeded" and held.events.filter(kind="claimed").count() == 2
+    assert lease.hand_back(held.id, "w:1", within=0) is False  # ended: nothing to hand back
+    # A queued run whose claim failed: its message is sent again.
+    assert Run.objects.get(id=queued.id).status == "queued"
+    assert lease.hand_back(queued.id, "w:1", within=0) is True
+    assert Run.objects.get(id=queued.id).status == "succeeded"
