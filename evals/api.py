@@ -29,7 +29,7 @@ class ResultSerializer(serializers.ModelSerializer):
     class Meta:
         model = EvalResult
         ref_name = "EvalResult"
-        fields = ["case", "agent_slug", "case_name", "passed", "status", "output", "expected", "actual", "failures",
+        fields = ["case", "agent_slug", "case_name", "case_version", "passed", "status", "output", "expected", "actual", "failures",
                   "sandbox", "trace", "duration_ms"]
 
 

@@ -1,7 +1,9 @@
-"""The golden cases API: per agent, an input, the caller's roles and what must happen."""
+"""The golden cases API: per agent, an input, the caller's roles and what must happen; each change
+a version (evals.cases), and the recording of a case against the live data."""
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
+from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
@@ -11,7 +13,8 @@ from agents.models import Agent
 from core.api_errors import Conflict
 from core.api_fields import StrictFieldsMixin
 from core.api_views import PaginatedList, errors
-from evals.models import GoldenCase, unknown_roles
+from evals.cases import case_changed, case_delete, case_values, record_case
+from evals.models import GoldenCase, GoldenCaseVersion, unknown_roles
 from evals.permissions import ReadEvalsWriteGovernanceAdmin
 from runs.start import MAX_INPUT_CHARS
 
@@ -35,14 +38,19 @@ class CaseSerializer(StrictFieldsMixin, serializers.ModelSerializer):
     output_contains = _names("Text the answer must contain.")
     output_excludes = _names("Text the answer must not contain.")
     policies_fired = _names("Names of policies that must fire.")
+    recordings = serializers.JSONField(read_only=True, help_text=(
+        "What the read-only tools answered when the case was recorded ({tool, arguments, result} each): the "
+        "case runs against these. Written only by POST evals/cases/{id}/record/."))
+    recorded_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
     class Meta:
         model = GoldenCase
         ref_name = "GoldenCase"
         fields = ["id", "agent", "name", "description", "input", "roles", "decision", "expected_status",
                   "awaiting_tool", "stop_reason", "error", "tools_called", "tools_not_called", "output_contains",
-                  "output_excludes", "policies_fired", "enabled", "created_at", "updated_at"]
-        read_only_fields = ["id", "created_at", "updated_at"]
+                  "output_excludes", "policies_fired", "enabled", "version", "recordings", "recorded_at", "recorded_by",
+                  "created_at", "updated_at"]
+        read_only_fields = ["id", "version", "recorded_at", "created_at", "updated_at"]
         validators = []  # the (agent, name) constraint answers 409, below
 
     def validate_roles(self, roles: list[str]) -> list[str]:
@@ -59,10 +67,25 @@ class CaseSerializer(StrictFieldsMixin, serializers.ModelSerializer):
         return attrs
 
 
-def _save(serializer) -> GoldenCase:
+class VersionSerializer(serializers.ModelSerializer):
+    changed_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    values = serializers.JSONField(read_only=True, help_text="The case as this change left it, recordings included.")
+    # Not "action": policies' versions have one with other values, and one name per value set keeps the schema's enums apart.
+    change = serializers.ChoiceField(source="action", choices=GoldenCaseVersion.Action.choices, read_only=True)
+
+    class Meta:
+        model = GoldenCaseVersion
+        ref_name = "GoldenCaseVersion"
+        fields = ["version", "change", "note", "changed_by", "changed_at", "values"]
+
+
+def _save(serializer, user) -> GoldenCase:
+    before = case_values(serializer.instance) if serializer.instance is not None else None
     try:
         with transaction.atomic():
-            return serializer.save()
+            case = serializer.save()
+            case_changed(case, before, user=user)
+            return case
     except IntegrityError:
         raise Conflict("the agent already has a golden case of that name") from None
 
@@ -82,7 +105,7 @@ class CaseListCreateApi(PaginatedList, GenericAPIView):
     def post(self, request):
         serializer = CaseSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        return Response(CaseSerializer(_save(serializer)).data, status=status.HTTP_201_CREATED)
+        return Response(CaseSerializer(_save(serializer, request.user)).data, status=status.HTTP_201_CREATED)
 
 
 class CaseDetailApi(GenericAPIView):
@@ -101,10 +124,45 @@ class CaseDetailApi(GenericAPIView):
     def patch(self, request, case_id):
         serializer = CaseSerializer(self.get_object(), data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        return Response(CaseSerializer(_save(serializer)).data)
+        return Response(CaseSerializer(_save(serializer, request.user)).data)
 
     @extend_schema(operation_id="eval_cases_destroy", summary="Delete a golden case",
                    responses={204: None, **errors(403, 404)})
     def delete(self, request, case_id):
-        self.get_object().delete()
+        case_delete(self.get_object(), user=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CaseRecordApi(GenericAPIView):
+    permission_classes = [ReadEvalsWriteGovernanceAdmin]
+    serializer_class = CaseSerializer
+    queryset = GoldenCase.objects.select_related("agent")
+    lookup_url_kwarg = "case_id"
+
+    @extend_schema(
+        operation_id="eval_cases_record", summary="Record a golden case against the live data", request=None,
+        description="Runs the case once with every read-only tool answering live (side effects still go to the "
+                    "sandbox) and keeps what each answered as the case's recordings: a new version of the case. "
+                    "Refused (409 `recording_refused`, nothing kept) when the case does not pass against the live "
+                    "data, with its failures, or when a tool's answer cannot be kept.",
+        responses={200: CaseSerializer, **errors(403, 404, 409)},
+    )
+    def post(self, request, case_id):
+        case = record_case(self.get_object(), user=request.user, via="the API")
+        return Response(CaseSerializer(case).data)
+
+
+class CaseVersionsApi(PaginatedList, GenericAPIView):
+    permission_classes = [ReadEvalsWriteGovernanceAdmin]
+    serializer_class = VersionSerializer
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # the schema generator has no case
+            return GoldenCaseVersion.objects.none()
+        return GoldenCaseVersion.objects.filter(case_id=self.kwargs["case_id"]).select_related("changed_by")
+
+    @extend_schema(operation_id="eval_cases_versions", summary="A golden case's versions, newest first",
+                   responses=VersionSerializer(many=True))
+    def get(self, request, case_id):
+        get_object_or_404(GoldenCase, pk=case_id)
+        return self.list_response()

@@ -2,12 +2,28 @@
 each (tests/runs/test_demo_flows.py shows the same through real runs), the approval flows decided
 both ways, the injected requests, and callers in roles that are granted nothing.
 
+Each case ships its recordings (demo_recordings.json, beside this file): what the read-only CRM
+tools answered on the demo's data as loaded, so the set passes whatever the demo's data has gone
+through since (an approved run that deleted Initech, say). `fresh_recordings` makes them again;
+tests/evals checks they are what the tools answer on a fresh demo.
+
 Loaded by runs.demo.demo_load. Idempotent: a case that exists (by agent and name) is left as it
-is, so a reload never undoes a governance admin's edit.
+is, so a reload never undoes a governance admin's edit; one made before cases had recordings, and
+still asking what the demo's asks, gains the shipped recordings (a version of its own).
 """
 
+import json
+from pathlib import Path
+
+from django.utils import timezone
+
 from agents.models import Agent
-from evals.models import GoldenCase
+from evals.cases import versioned
+from evals.models import GoldenCase, GoldenCaseVersion
+from evals.recordings import kept
+from evals.runner import evaluate
+
+RECORDINGS = Path(__file__).with_name("demo_recordings.json")
 
 AGENT = "crm-assistant"
 OPERATORS = ["operators"]
@@ -76,13 +92,43 @@ GOLDEN = [
 ]
 
 
+def shipped_recordings() -> dict[str, list[dict]]:
+    return json.loads(RECORDINGS.read_text(encoding="utf-8"))
+
+
 def golden_load() -> list[str]:
     """The demo's golden cases, made where missing; the names of those made."""
     agent = Agent.objects.get(slug=AGENT)
-    made = []
+    shipped, made = shipped_recordings(), []
     for values in GOLDEN:
         values = {"roles": OPERATORS} | values
-        _, created = GoldenCase.objects.get_or_create(agent=agent, name=values["name"], defaults=values)
+        recordings = {"recordings": shipped.get(values["name"], []), "recorded_at": timezone.now()}
+        case, created = GoldenCase.objects.get_or_create(agent=agent, name=values["name"], defaults=values | recordings)
         if created:
+            versioned(case, action=GoldenCaseVersion.Action.CREATE, note="the demo's, with its shipped recordings")
             made.append(values["name"])
+        elif not case.recordings and recordings["recordings"] and _asks_as_shipped(case, values):
+            GoldenCase.objects.filter(pk=case.pk).update(**recordings)
+            case.refresh_from_db()
+            versioned(case, action=GoldenCaseVersion.Action.RECORD, note="the recordings the demo ships")
     return made
+
+
+def _asks_as_shipped(case: GoldenCase, values: dict) -> bool:
+    """The recordings were made for this input, these roles and this decision: not for a case edited since."""
+    return (case.input, case.roles, case.decision) == (values["input"], values["roles"], values.get("decision", ""))
+
+
+def fresh_recordings() -> dict[str, list[dict]]:
+    """What the demo's cases read now, each run against the live data (nothing is stored)."""
+    made = {}
+    for case in GoldenCase.objects.filter(agent__slug=AGENT, name__in=[c["name"] for c in GOLDEN]).select_related("agent"):
+        _, _, outcome, _ = evaluate(case, record=True)
+        made[case.name] = kept(outcome.reads if outcome else [])[0]
+    return dict(sorted(made.items()))
+
+
+def write_recordings() -> None:
+    """Rewrite demo_recordings.json from the data as it is (run on a freshly loaded demo)."""
+    text = json.dumps(fresh_recordings(), indent=1, ensure_ascii=False)
+    RECORDINGS.write_text(text + "\n", encoding="utf-8")

@@ -11,6 +11,8 @@ nothing to check: the report says so (`agents_without_cases`), and it does not s
 Registered with governance and skills when the app loads (evals.apps), since they sit below it.
 """
 
+import json
+
 from agents.models import Agent
 from governance.drafts import GateVerdict
 from governance.engine import PolicySpec
@@ -29,7 +31,10 @@ def _side(actual: dict, passed: bool, failures: list[dict]) -> dict:
     return {"passed": passed, "status": actual.get("status", ""), "awaiting_tool": actual.get("awaiting_tool", ""),
             "tools_called": list(actual.get("tools_called", [])),
             "policies_fired": list(actual.get("policies_fired", [])),
-            "output": _excerpt(actual.get("output", ""), width=240), "failures": failures}
+            "output": _excerpt(actual.get("output", ""), width=240), "failures": failures,
+            # Read-only calls no recording answered (they went to the live data): a verdict resting on them
+            # can change with the data, so the report shows them beside the rest.
+            "unrecorded": [f"{c['tool']} {json.dumps(c['arguments'], sort_keys=True)}" for c in actual.get("unrecorded", [])]}
 
 
 def run_gate(*, cases: list[GoldenCase], after: dict, subject: str, purpose: str, user=None) -> GateVerdict:

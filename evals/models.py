@@ -66,6 +66,15 @@ class GoldenCase(models.Model):
     policies_fired = models.JSONField(default=list, blank=True, validators=[_names],
                                       help_text="Names of policies that must fire.")
     enabled = models.BooleanField(default=True)
+    # What the read-only tools answered when the case was recorded: [{tool, arguments, result}]. Written
+    # only by recording (evals.recordings), never by hand, so a fixture is always what a tool returned.
+    recordings = models.JSONField(default=list, blank=True, editable=False,
+                                  help_text="The read-only tools' results the case runs against (see Record).")
+    recorded_at = models.DateTimeField(null=True, blank=True, editable=False)
+    recorded_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, editable=False,
+                                    on_delete=models.SET_NULL, related_name="+")
+    version = models.PositiveIntegerField(default=1, editable=False,
+                                          help_text="Raised by every change, a recording included (see its versions).")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -90,6 +99,34 @@ class GoldenCase(models.Model):
             problems["roles"] = f"no role named {unknown[0]!r}"
         if problems:
             raise ValidationError(problems)
+
+
+class GoldenCaseVersion(models.Model):
+    """One change of a golden case (made, edited, recorded, deleted): who, when, and every value after it."""
+
+    class Action(models.TextChoices):
+        CREATE = "create"
+        UPDATE = "update"
+        RECORD = "record"
+        DELETE = "delete"
+
+    case = models.ForeignKey(GoldenCase, null=True, on_delete=models.SET_NULL, related_name="versions")
+    agent_slug = models.SlugField(max_length=64)
+    case_name = models.SlugField(max_length=80)
+    version = models.PositiveIntegerField()
+    action = models.CharField(max_length=8, choices=Action.choices)
+    values = models.JSONField(default=dict, help_text="The case as this change left it (recordings included).")
+    note = models.CharField(max_length=300, blank=True)
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        default_permissions = ("view",)
+
+    def __str__(self) -> str:
+        return f"{self.agent_slug}/{self.case_name} v{self.version} ({self.action})"
 
 
 class Purpose(models.TextChoices):
@@ -138,6 +175,7 @@ class EvalResult(models.Model):
     # As the case was when it ran: a case edited or deleted later leaves the result readable.
     agent_slug = models.SlugField(max_length=64)
     case_name = models.SlugField(max_length=80)
+    case_version = models.PositiveIntegerField(null=True, blank=True, help_text="The case's version that ran.")
     expected = models.JSONField(default=dict)
     passed = models.BooleanField()
     status = models.CharField(max_length=20, help_text="The status the case's run ended in.")

@@ -7,7 +7,8 @@ answer every side effect from a sandbox (evals.sandbox); nothing is written to t
 (no Run, event, approval request, side effect or receipt). The events the steps return are the
 case's trace, stored redacted with its result. A case ends where a run would stop for a person
 (a Park: awaiting_approval) or finish; a case with a decision answers the park itself, as an
-approver would, and goes on.
+approver would, and goes on. A read-only call is answered from the case's recordings where one
+matches (evals.sandbox), so the verdict does not depend on what the live data is now.
 
 run_case takes the snapshot as an argument, and evaluate the policies or skills to put in place of
 those in force, so the same loop runs a case with a draft in place (the gate, evals.gating).
@@ -25,6 +26,7 @@ from agents.models import Agent, ModelProfile
 from core.api_errors import DomainError
 from evals.expectations import actual_of, expected_of, failures
 from evals.models import Decision, EvalResult, EvalRun, GoldenCase
+from evals.recordings import replay_index
 from evals.sandbox import Sandbox, eval_deps
 from evals.snapshot import NoSnapshot, eval_snapshot
 from governance import redaction
@@ -46,14 +48,16 @@ class CaseOutcome:
     state: dict
     trace: list[tuple[int, str, dict]] = field(default_factory=list)  # (step, kind, data), as a run's events
     sandbox: list[dict] = field(default_factory=list)
+    reads: list[dict] = field(default_factory=list)  # the read-only calls, answered by a recording or live
     duration_ms: int = 0
 
 
-def run_case(case: GoldenCase, snapshot: dict) -> CaseOutcome:
-    """Run one case under `snapshot` to its park or its end."""
+def run_case(case: GoldenCase, snapshot: dict, *, record: bool = False) -> CaseOutcome:
+    """Run one case under `snapshot` to its park or its end; `record`: every read-only call live."""
     started = time.monotonic()
     run_id = f"eval-{uuid.uuid4()}"
-    sandbox = Sandbox(run_id=run_id, caller=snapshot["caller"]["username"])
+    sandbox = Sandbox(run_id=run_id, caller=snapshot["caller"]["username"],
+                      replay=None if record else replay_index(case.recordings))
     deps = eval_deps(snapshot, sandbox)
     state, trace, decisions = harness.initial_state(case.input), [], {}
     deadline = deps.now() + snapshot["agent"]["deadline_seconds"]
@@ -89,8 +93,9 @@ def run_case(case: GoldenCase, snapshot: dict) -> CaseOutcome:
             outcome = {"status": str(step.status), "output": step.output, "awaiting_tool": "",
                        "stop_reason": step.stop_reason, "error": step.error, "message": step.message}
             break
-    actual = actual_of([(kind, data) for _, kind, data in trace], state, outcome)
-    return CaseOutcome(actual=actual, state=state, trace=trace, sandbox=sandbox.calls,
+    actual = actual_of([(kind, data) for _, kind, data in trace], state, outcome) | {
+        "unrecorded": sandbox.unrecorded(), "replayed": sum(read["recorded"] for read in sandbox.reads)}
+    return CaseOutcome(actual=actual, state=state, trace=trace, sandbox=sandbox.calls, reads=sandbox.reads,
                        duration_ms=int((time.monotonic() - started) * 1000))
 
 
@@ -139,9 +144,10 @@ def run_evals(*, agent_slug: str | None = None, threshold=1.0, profile: str = ""
 
 
 def evaluate(case: GoldenCase, *, profile: str = "", policies: list[PolicySpec] | None = None,
-             skills: list[dict] | None = None) -> tuple[dict, dict, CaseOutcome | None, list[dict]]:
-    """One case run (with `policies` or `skills` in place of those in force, when given): its
-    expectations, what happened, the outcome (None without a snapshot) and its redacted trace."""
+             skills: list[dict] | None = None, record: bool = False) -> tuple[dict, dict, CaseOutcome | None, list[dict]]:
+    """One case run (with `policies` or `skills` in place of those in force, when given; `record`:
+    reading live to record it): its expectations, what happened, the outcome (None without a
+    snapshot) and its redacted trace."""
     expected = expected_of(case)
     try:
         snapshot = eval_snapshot(agent_slug=case.agent.slug, roles=case.roles, username=f"eval:{case.name}",
@@ -149,7 +155,8 @@ def evaluate(case: GoldenCase, *, profile: str = "", policies: list[PolicySpec] 
     except NoSnapshot as exc:
         return expected, {"status": "no_snapshot", "message": str(exc)}, None, []
     kinds, secrets = settings.WARRANT["REDACT"], redaction.env_secrets()
-    outcome = run_case(case, snapshot)
+    outcome = run_case(case, snapshot, record=record)
+    outcome.actual["unrecorded"] = redaction.redact(outcome.actual["unrecorded"], kinds=kinds, secrets=secrets)
     trace = [{"step": step, "kind": kind, "data": redaction.redact(data, kinds=kinds, secrets=secrets)}
              for step, kind, data in outcome.trace]
     outcome.sandbox = [redaction.redact(call, kinds=kinds, secrets=secrets) for call in outcome.sandbox]
@@ -176,7 +183,8 @@ def result_of(eval_run, case, expected, actual, outcome: CaseOutcome | None, tra
     else:
         found = failures(expected, actual)
     return EvalResult(
-        eval_run=eval_run, case=case, agent_slug=case.agent.slug, case_name=case.name, expected=expected,
+        eval_run=eval_run, case=case, agent_slug=case.agent.slug, case_name=case.name, case_version=case.version,
+        expected=expected,
         passed=not found, status=actual["status"], output=actual.get("output", ""), failures=found,
         actual={k: v for k, v in actual.items() if k != "output"}, sandbox=outcome.sandbox if outcome else [],
         trace=list(trace), duration_ms=outcome.duration_ms if outcome else 0,

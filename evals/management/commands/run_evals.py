@@ -1,23 +1,39 @@
-"""Run the golden set: exit 0 when the pass rate reaches the threshold, 1 below it, 2 for bad arguments."""
+"""Run the golden set: exit 0 when the pass rate reaches the threshold, 1 below it, 2 for bad arguments.
+With --record, record the cases instead: exit 0 when every one was recorded, 1 when one was refused."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evals.runner import InvalidEvalRequest, check_request, run_evals
+from evals.cases import record_cases
+from evals.runner import InvalidEvalRequest, cases_for, check_request, run_evals
 
 
 class Command(BaseCommand):
-    help = "Run the enabled golden cases in isolation; exit 0 at or above the threshold, 1 below it, 2 on bad arguments."
+    help = ("Run the enabled golden cases in isolation; exit 0 at or above the threshold, 1 below it, 2 on bad "
+            "arguments. --record: run them against the live data and keep what the read-only tools answered.")
 
     def add_arguments(self, parser):
         parser.add_argument("--agent", default=None, help="An agent's slug (default: every agent's cases).")
         parser.add_argument("--threshold", default="1.0", help="Share of cases that must pass, 0 to 1 (default 1.0).")
         parser.add_argument("--profile", default="", help="A model profile to run every case on (default: each agent's).")
+        parser.add_argument("--record", action="store_true",
+                            help="Record the enabled cases (of --agent, or --case) against the live data: each a new "
+                                 "version of the case, kept only when the case passes with it.")
+        parser.add_argument("--case", action="append", default=[], metavar="NAME",
+                            help="With --record: only this case (repeatable).")
 
-    def handle(self, *args, agent, threshold, profile, **options):
+    def handle(self, *args, agent, threshold, profile, record, case, **options):
         try:
             check_request(agent_slug=agent, threshold=threshold, profile=profile)
         except InvalidEvalRequest as exc:
             raise CommandError(exc.message, returncode=2) from None
+        if case and not (record and agent):
+            raise CommandError("--case goes with --record and --agent (a case's name is unique for its agent)",
+                               returncode=2)
+        if record and profile:
+            raise CommandError("--profile does not go with --record: a case is recorded on its agent's own model",
+                               returncode=2)
+        if record:
+            return self._record(agent, case)
         eval_run = run_evals(agent_slug=agent, threshold=threshold, profile=profile)
         for result in eval_run.results.order_by("agent_slug", "case_name"):
             mark = "pass" if result.passed else "FAIL"
@@ -25,8 +41,28 @@ class Command(BaseCommand):
             for failure in result.failures:
                 self.stdout.write(f"        {failure['expectation']}: expected {failure['expected']!r}, "
                                   f"got {failure['actual']!r}")
+            for call in result.actual.get("unrecorded", []):
+                self.stdout.write(f"        unrecorded: {call['tool']} {call['arguments']!r} answered live")
         rate = f"{eval_run.pass_rate:.0%}" if eval_run.total else "no cases"
         self.stdout.write(f"eval run {eval_run.id}: {eval_run.passed}/{eval_run.total} passed ({rate}), "
                           f"threshold {eval_run.threshold:g}: {eval_run.status}")
         if eval_run.status != eval_run.Status.PASSED:
             raise CommandError(f"the golden set is below the threshold ({rate} < {eval_run.threshold:g})", returncode=1)
+
+    def _record(self, agent, names):
+        cases = cases_for(agent)
+        if names:
+            if missing := sorted(set(names) - {c.name for c in cases}):
+                raise CommandError(f"no enabled case named {missing[0]!r} for {agent}", returncode=2)
+            cases = [c for c in cases if c.name in names]
+        done = record_cases(cases, via="manage.py run_evals --record")
+        for case, refused in done:
+            if refused is None:
+                self.stdout.write(f"recorded  {case.agent.slug}/{case.name}: {len(case.recordings)} call(s), "
+                                  f"version {case.version}")
+            else:
+                self.stdout.write(f"REFUSED   {case.agent.slug}/{case.name}: {refused}")
+        failed = sum(refused is not None for _, refused in done)
+        self.stdout.write(f"{len(done) - failed} of {len(done)} case(s) recorded")
+        if failed or not done:
+            raise CommandError(f"{failed} case(s) not recorded" if done else "no case to record", returncode=1)
