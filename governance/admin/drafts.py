@@ -28,9 +28,12 @@ def _side(side: dict) -> str:
     mark = "pass" if side["passed"] else "FAIL"
     parked = f" (parked on {side['awaiting_tool']})" if side.get("awaiting_tool") else ""
     failures = "; ".join(f"{f['expectation']}: expected {f['expected']!r}" for f in side.get("failures", []))
-    return format_html("<b>{}</b> {}{}<br>tools: {}<br>policies: {}<br><small>{}</small>{}", mark, side["status"],
+    # A read no recording answered went to the live data: said, since the verdict may change with it.
+    unrecorded = "; ".join(side.get("unrecorded", []))
+    return format_html("<b>{}</b> {}{}<br>tools: {}<br>policies: {}<br><small>{}</small>{}{}", mark, side["status"],
                        parked, ", ".join(side["tools_called"]) or "none", ", ".join(side["policies_fired"]) or "none",
-                       side["output"], format_html("<br><em>{}</em>", failures) if failures else "")
+                       side["output"], format_html("<br><em>{}</em>", failures) if failures else "",
+                       format_html("<br>unrecorded calls, answered live: {}", unrecorded) if unrecorded else "")
 
 
 @admin.register(PolicyDraft)
