@@ -231,6 +231,19 @@ class StandingApproval(models.Model):
         return f"standing approval of {self.tool} ({self.id})"
 
 
+class StandingApprovalUse(models.Model):
+    """One call a standing approval answered: `uses` counts these, so a step delivered again
+    after a crash, which looks the call up again, is not counted twice (runs.standing)."""
+
+    standing = models.ForeignKey(StandingApproval, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    call_id = models.CharField(max_length=128)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["standing", "run", "call_id"], name="standing_use_once_per_call")]
+
+
 class SideEffect(models.Model):
     """The outbox: a side-effecting call is recorded under its idempotency key before it runs.
 

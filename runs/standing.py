@@ -20,8 +20,9 @@ a stated pattern runs without asking that role again, for one agent or all. The 
 - Never for a tainted run, nor for a call whose arguments carry a secret or a look-alike address
   (runs.tool_batch checks those before it asks), nor in an eval (its sandbox has no lookup).
 
-`uses` counts the lookups that granted; a step delivered again after a crash looks up (and
-counts) again, while its side effect still runs once, through the outbox.
+`uses` counts the calls it answered, each once: a step delivered again after a crash looks the
+call up again (and its side effect still runs once, through the outbox), but a row per
+(standing approval, run, call) keeps the second lookup from counting.
 """
 
 import json
@@ -29,7 +30,7 @@ from datetime import timedelta
 
 import jsonschema
 from django.contrib.auth.models import Group
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
@@ -40,7 +41,7 @@ from core.api_errors import Conflict, DomainError, Forbidden, NotFound
 from core.permissions import reads_everything
 from governance.models import Policy, PolicyType
 from governance.roles import account_set_up_by
-from runs.models import RunEvent, StandingApproval
+from runs.models import RunEvent, StandingApproval, StandingApprovalUse
 
 MAX_PERIOD = timedelta(days=30)
 MAX_ALLOWED_VALUES = 100
@@ -235,11 +236,27 @@ def standing_use(*, run, call: dict, approver_role: str, policy: dict | None, no
             continue
         if account_set_up_by(user=granter, by_user_id=run.caller_id):
             continue
-        # Checked and counted in one statement: a revocation that committed first wins.
-        live = StandingApproval.objects.filter(pk=standing.pk, revoked_at__isnull=True, expires_at__gt=now)
-        if live.update(uses=F("uses") + 1):
+        if _count_use(standing, run=run, call_id=call["id"], now=now):
             return standing
     return None
+
+
+def _count_use(standing: StandingApproval, *, run, call_id: str, now) -> bool:
+    """Whether `standing` is still live, counting this call as one of its uses the first time only.
+
+    The liveness check and the count are one conditional UPDATE, so a revocation that committed
+    first wins. The use row is what makes the count once per call: a step delivered again after
+    its worker died looks the same call up again, finds the row the first delivery left, and the
+    increment goes back with the refused insert, while the answer (still live) stays yes."""
+    live = StandingApproval.objects.filter(pk=standing.pk, revoked_at__isnull=True, expires_at__gt=now)
+    try:
+        with transaction.atomic():
+            if not live.update(uses=F("uses") + 1):
+                return False
+            StandingApprovalUse.objects.create(standing=standing, run_id=run.pk, call_id=call_id)
+    except IntegrityError:
+        pass  # counted by an earlier delivery of this step; the UPDATE matched, so it is live
+    return True
 
 
 def receipt_entries(ids) -> list[dict]:

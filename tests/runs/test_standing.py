@@ -13,8 +13,9 @@ from agents.models import SentEmail
 from core.api_errors import Forbidden
 from governance.models import Policy
 from runs import services
-from runs.models import ApprovalRequest, Run, StandingApproval
-from runs.standing import InvalidStanding, matches, pattern_problems, standing_grant, standing_revoke
+from runs.models import ApprovalRequest, Run, StandingApproval, StandingApprovalUse
+from runs.outbox import side_effect_execute
+from runs.standing import InvalidStanding, matches, pattern_problems, standing_grant, standing_revoke, standing_use
 from runs.verification_receipt import receipt_verify
 from tests import factories
 from tests.runs.helpers import events
@@ -157,8 +158,34 @@ def test_an_allow_list_covers_each_listed_value_and_an_agent_scope_binds(replay_
     _grant(arguments=EXACT | {"subject": {"in": ["Renewal", "Welcome"]}}, agent="replayer")
     run = _run(_emails(EMAIL, EMAIL | {"subject": "Welcome"}))
     assert run.status == "succeeded" and SentEmail.objects.count() == 2
+    assert StandingApproval.objects.get().uses == 2  # two calls, two uses
     StandingApproval.objects.update(agent=factories.agent("other-agent"))
     assert _run(_emails(EMAIL)).status == "awaiting_approval"
+
+
+def test_a_step_delivered_again_counts_its_call_once(replay_agent, settings):
+    """A worker looks the call up (counting it) and sends the email, then dies before its
+    checkpoint; the redelivered step looks the same call up again: one use, one email."""
+    granted = _grant()
+    settings.WARRANT = settings.WARRANT | {"TIME_SLICE_SECONDS": 0}  # one step per delivery
+    run, _ = services.run_start(agent_slug="replayer", input_text=json.dumps(_emails(EMAIL)),
+                                caller=User.objects.get(username="operator"))
+    services.run_advance(run_id=run.id)  # the model's turn; the side-effecting call waits for a step of its own
+    run.refresh_from_db()
+    [call] = run.state["pending"]
+    policy = {"policy_id": Policy.objects.get(name="side-effects-need-secops").pk}
+    assert standing_use(run=run, call=call, approver_role="secops", policy=policy).pk == granted.pk
+    side_effect_execute(run_id=str(run.id), caller="operator", tool=run.snapshot["tools"]["send_email"], call=call,
+                        approval_id=None)
+    assert StandingApproval.objects.get(id=granted.id).uses == 1 and SentEmail.objects.count() == 1
+
+    while run.status in ("queued", "running"):  # the redelivered step, then the model's answer
+        services.run_advance(run_id=run.id)
+        run.refresh_from_db()
+    assert run.status == "succeeded" and SentEmail.objects.count() == 1
+    assert StandingApproval.objects.get(id=granted.id).uses == 1
+    assert list(StandingApprovalUse.objects.values_list("run_id", "call_id")) == [(run.id, call["id"])]
+    assert [e["call_id"] for e in events(run.id, "standing_approval_used")] == [call["id"]]
 
 
 def test_a_revocation_mid_run_takes_effect_at_the_next_call(replay_agent):
