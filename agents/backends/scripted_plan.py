@@ -228,22 +228,21 @@ class Plan:
             return Fill("ready", found[:1])
         return Fill("wait") if asked[0].envelope is None else skip(f"no {kind} matches {name!r}")
 
-    def records(self, scope: Scope, tool: str, kind: str) -> Fill:
-        """The records a call is about: named by id or by name, or, fanning out, every one listed."""
+    def record_ids(self, scope: Scope, tool: str, kind: str) -> Fill:
+        """The ids of the records a call is about: named by id or by name, or, fanning out, every one listed."""
         if self.ids(scope, kind) or scope.entities:
-            fills = [Fill("ready", [{"id": i}]) for i in self.ids(scope, kind)] + [
-                self.resolve(name, kind) for name in scope.entities]
+            fills = [self.resolve(name, kind) for name in scope.entities]
             if wait := waiting(fills):
                 return wait
-            values = [value for fill in fills for value in fill.values]
-            return Fill("ready", values) if values else skip("; ".join(fill.reason for fill in fills))
+            found = self.ids(scope, kind) + [fill.values[0]["id"] for fill in fills if fill.status == "ready"]
+            return Fill("ready", found) if found else skip("; ".join(fill.reason for fill in fills))
         lister = self.listers[kind]
         if not (scope.fan_out and lister and not is_side_effect(tool)):
             return skip(f"the request names no {kind}")
         listed = [call for call in self.made(lister) if call.envelope is not None]
         if listed and not listed[0].ok:
             return skip(f"the {kind} list is not available")
-        return Fill("ready", [{"id": i} for i in map(id_of, rows(listed[0].data)) if i]) if listed else Fill(
+        return Fill("ready", [i for i in map(id_of, rows(listed[0].data)) if i]) if listed else Fill(
             "wait", needs=[(lister, {})])
 
     # --- Arguments ----------------------------------------------------------------------------
@@ -278,9 +277,7 @@ class Plan:
         key = prop.lower()
         resolves = next((kind for kind, resolver in self.resolvers.items() if resolver == tool), None)
         if key.endswith("_id") and key[:-3] in self.kinds:
-            found = self.records(scope, tool, key[:-3])
-            found.values = [record["id"] for record in found.values]
-            return found
+            return self.record_ids(scope, tool, key[:-3])
         if key == "query" and resolves:
             names = list(scope.entities) or self.ids(scope, resolves)
             return Fill("ready", names) if names else skip(f"the request names no {resolves}")
