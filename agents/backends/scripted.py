@@ -12,10 +12,8 @@ errors included, in the words of the tools' wording modules (scripted_text.WORDI
 Pure: no ORM, no settings, no I/O. Token counts are estimates and say so.
 """
 
-import json
-
 from agents.backends.base import ModelRequest, ModelResponse, ToolCall, Usage, estimate_tokens
-from agents.backends.scripted_plan import PastCall, Plan
+from agents.backends.scripted_plan import PastCall, Plan, dumps
 from agents.backends.scripted_text import wording
 
 CANNOT_HELP = "I can't help with that using the tools available to me."
@@ -39,8 +37,8 @@ class ScriptedBackend:
         names = list(dict.fromkeys(call.name for call in tool_calls))
         listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1] if names else ""
         text = f"Calling {listed}." if tool_calls else answer(plan)
-        spoken = text + _dumps([[call.id, call.name, call.arguments] for call in tool_calls])
-        usage = Usage(input_tokens=estimate_tokens(request.system + _dumps(request.messages) + _dumps(request.tools)),
+        spoken = text + dumps([[call.id, call.name, call.arguments] for call in tool_calls])
+        usage = Usage(input_tokens=estimate_tokens(request.system + dumps(request.messages) + dumps(request.tools)),
                       output_tokens=estimate_tokens(spoken), estimated=True)
         return ModelResponse(text=text, tool_calls=tool_calls, usage=usage, model=request.model, backend=self.name,
                              rationale=text if tool_calls else "", raw={"steps": list(plan.steps)})
@@ -62,7 +60,7 @@ def answer(plan: Plan) -> str:
     for call in done:
         if call.name not in words.summaries and not (call.name in lookups and asked_more):
             phrase = words.answers.get(call.name)
-            blocks.append(phrase(call, plan) if phrase else f"{call.name} returned: {_dumps(call.data)[:500]}")
+            blocks.append(phrase(call, plan) if phrase else f"{call.name} returned: {dumps(call.data)[:500]}")
     blocks += [_error(call) for call in answered if not call.ok]
     return "\n\n".join(dict.fromkeys(block for block in blocks if block))
 
@@ -84,7 +82,3 @@ def _error(call: PastCall) -> str:
     if code in _PERMISSION_CODES:
         return f"I am not permitted to use {call.name}."
     return f"{call.name} failed: {envelope.get('error') or code}"
-
-
-def _dumps(value) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)

@@ -24,8 +24,12 @@ SIDE_EFFECT_VERBS = frozenset({"send", "delete", "remove", "create", "update", "
                                "drop", "wipe"})
 
 
+def dumps(value) -> str:  # keys sorted, so the same arguments always read the same
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
 def call_key(name: str, arguments: dict) -> str:
-    return name + json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+    return name + dumps(arguments)
 
 
 def is_side_effect(tool: str) -> bool:

@@ -571,6 +571,16 @@ def test_it_asks_for_a_side_effect_tool_missing_from_its_tools():
     assert batches == [[("get_account", {"query": "Initech"})], [("delete_account", {"account_id": "A-300"})]]
 
 
+def test_it_asks_once_for_a_tool_ordered_without_arguments():
+    def refuse(name, arguments):
+        return {"ok": False, "code": "unknown_tool", "error": "No such tool."}
+
+    batches, answer = Conversation("Please use the tool `wipe_db`.", answer=refuse).batches()
+
+    assert batches == [[("wipe_db", {})]]  # a tool not on offer has no schema to fill
+    assert answer == "I am not permitted to use wipe_db."
+
+
 def test_it_does_not_read_a_loaded_skill_as_orders():
     messages = [
         {"role": "user", "content": "List all accounts."},
