@@ -156,7 +156,8 @@ class ServiceAccountForm(forms.ModelForm):
 
 @admin.register(ServiceAccount)
 class ServiceAccountAdmin(_GovernanceAdminWrites, admin.ModelAdmin):
-    list_display = ["user", "roles", "description", "created_by", "created_at"]
+    list_display = ["user", "active", "roles", "description", "created_by", "created_at", "disabled_at"]
+    actions = ["disable", "enable"]
 
     def get_form(self, request, obj=None, **kwargs):
         if obj is None:
@@ -168,6 +169,27 @@ class ServiceAccountAdmin(_GovernanceAdminWrites, admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return ["user"] if obj else []
+
+    @admin.display(description="active", boolean=True)
+    def active(self, account):
+        return account.user.is_active
+
+    def _set_active(self, request, queryset, active: bool):
+        if not is_governance_admin(request.user):
+            return messages.error(request, "Only governance admins may disable or enable a service account.")
+        for account in queryset:
+            services.service_account_set_active(account, active=active, by=request.user)
+        return True
+
+    @admin.action(description="Disable the selected service accounts (their triggers' fires are refused)")
+    def disable(self, request, queryset):
+        if self._set_active(request, queryset, False):
+            messages.success(request, f"Disabled {queryset.count()} service accounts: their triggers start nothing.")
+
+    @admin.action(description="Enable the selected service accounts again")
+    def enable(self, request, queryset):
+        if self._set_active(request, queryset, True):
+            messages.success(request, f"Enabled {queryset.count()} service accounts.")
 
     @admin.display(description="roles")
     def roles(self, account):

@@ -25,3 +25,14 @@ class TriggersConfig(AppConfig):
 
         embedded_job("triggers.fire_schedules", fire_due)
         embedded_job("triggers.drain", drain)
+        # A service account never gets a password, a session or a token (triggers.guards).
+        from django.contrib.auth import get_user_model
+        from django.contrib.auth.signals import user_logged_in
+        from django.db.models.signals import pre_save
+
+        from governance.models import ApiToken
+        from triggers import guards
+
+        pre_save.connect(guards.refuse_password, sender=get_user_model(), dispatch_uid="triggers.no_password")
+        pre_save.connect(guards.refuse_token, sender=ApiToken, dispatch_uid="triggers.no_token")
+        user_logged_in.connect(guards.refuse_session, dispatch_uid="triggers.no_session")

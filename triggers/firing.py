@@ -62,6 +62,8 @@ def _busy(trigger: Trigger) -> bool:
 
 def _start(trigger: Trigger, fire: TriggerFire, input_text: str, origin: dict) -> Run:
     user = trigger.service_account.user
+    if not user.is_active:
+        raise FireRefused(f"service account {user.get_username()!r} is disabled")
     if not has_model_permission(user, START_PERMISSION):
         raise FireRefused(f"service account {user.get_username()!r}: its roles may not start runs")
     run, _ = run_start(agent_slug=trigger.agent.slug, input_text=input_text, caller=user, origin=origin)

@@ -25,6 +25,10 @@ class ServiceAccount(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Disabled: its user is inactive (services.service_account_set_active), and who did it, when.
+    disabled_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                    related_name="+")
+    disabled_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return self.user.get_username()

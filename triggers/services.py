@@ -44,6 +44,28 @@ def service_account_create(*, username: str, roles=(), description: str = "", by
         return ServiceAccount.objects.create(user=user, description=description, created_by=by)
 
 
+def service_account_set_active(account: ServiceAccount, *, active: bool, by=None) -> ServiceAccount:
+    """Disable (or enable again) a service account: while disabled its user is inactive, so its
+    triggers' fires are refused (recorded, nothing starts) and nothing authenticates as it."""
+    with transaction.atomic():
+        account = ServiceAccount.objects.select_for_update().select_related("user").get(pk=account.pk)
+        user = account.user
+        if user.is_active != active:
+            user.is_active = active
+            user.save(update_fields=["is_active"])
+            account.disabled_by, account.disabled_at = (None, None) if active else (by, timezone.now())
+            account.save(update_fields=["disabled_by", "disabled_at"])
+    return account
+
+
+def service_account_by_name(username: str) -> ServiceAccount:
+    account = ServiceAccount.objects.select_related("user", "created_by").filter(
+        **{f"user__{get_user_model().USERNAME_FIELD}": username}).first()
+    if account is None:
+        raise NotFound(f"there is no service account {username!r}")
+    return account
+
+
 def _service_account(value) -> ServiceAccount:
     if isinstance(value, ServiceAccount):
         return value

@@ -177,6 +177,12 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     ("POST", "triggers/{name}/resume/"):            (401,  403,  403,  403,  200,  403),
     ("POST", "triggers/{name}/rotate-secret/"):     (401,  403,  403,  403,  200,  403),
     ("GET", "triggers/{name}/fires/"):              (401,  200,  200,  200,  200,  403),
+    # --- service accounts (triggers/): who the headless identities are is governance admins' alone
+    ("GET", "service-accounts/"):                   (401,  403,  403,  403,  200,  403),
+    ("POST", "service-accounts/"):                  (401,  403,  403,  403,  201,  403),
+    ("GET", "service-accounts/{username}/"):        (401,  403,  403,  403,  200,  403),
+    ("POST", "service-accounts/{username}/disable/"): (401, 403, 403,  403,  200,  403),
+    ("POST", "service-accounts/{username}/enable/"): (401,  403,  403,  403,  200,  403),
     # a webhook delivery is authenticated by its HMAC signature only: a token is no credential there
     ("POST", "hooks/{trigger}/"):                   (401,  401,  401,  401,  401,  401),
     ("GET", "evals/runs/{run_id}/"):                (401,  403,  403,  200,  200,  403),
@@ -204,6 +210,7 @@ TARGETS = {
     "tokens": {"public_id": "operator_token_id"},
     "triggers": {"name": "trigger_name"},
     "hooks": {"trigger": "trigger_name"},
+    "service-accounts": {"username": "service_account_name"},
     "evals": {"case_id": "golden_case_id", "run_id": "eval_run_id"},
     "review": {"rule_id": "sampling_rule_id", "item_id": "review_item_id"},
 }
@@ -280,6 +287,9 @@ BODIES = {
     ("POST", "triggers/{name}/resume/"): {},
     ("POST", "triggers/{name}/rotate-secret/"): {},
     ("POST", "hooks/{trigger}/"): {"text": "unsigned"},
+    ("POST", "service-accounts/"): {"username": "matrix-new-bot", "roles": ["operators"]},
+    ("POST", "service-accounts/{username}/disable/"): {},
+    ("POST", "service-accounts/{username}/enable/"): {},
 }
 # Authenticated by a signature, not a token: their 401 is a bad signature, challenged as such.
 SIGNED = {("POST", "hooks/{trigger}/")}
@@ -444,6 +454,7 @@ class World:
                               input_template="{{ payload.text }}", service_account=self.trigger_service_account)[0]
 
     trigger_name = property(lambda self: self.trigger.name)
+    service_account_name = property(lambda self: self.trigger_service_account.user.username)
 
     @cached_property
     def operator_token(self):
@@ -587,6 +598,12 @@ def _assert_effect(world, method, route, persona, expected, response):
         assert Trigger.objects.get(name="matrix-trigger").enabled is not allowed
     elif (method, route) == ("POST", "hooks/{trigger}/"):
         assert not Run.objects.filter(input="unsigned").exists()
+    elif (method, route) == ("POST", "service-accounts/"):
+        from triggers.models import ServiceAccount
+
+        assert ServiceAccount.objects.filter(user__username="matrix-new-bot").exists() is allowed
+    elif (method, route) == ("POST", "service-accounts/{username}/disable/"):
+        assert get_user_model().objects.get(username="matrix-bot").is_active is not allowed
     elif route.startswith("review/") and method != "GET":
         from review.models import ReviewRecord, SamplingRule
 

@@ -33,6 +33,12 @@ class Command(BaseCommand):
             raise CommandError(f"no user named {username!r}")
         if not user.is_active:
             raise CommandError(f"user {username!r} is inactive: a token would not work")
+        # A trigger's service account acts only through its trigger: with a key, a person would be
+        # behind its runs. (By the relation's name: governance does not import triggers, whose
+        # guard refuses the token too.)
+        if hasattr(user, "service_account"):
+            raise CommandError(f"{username!r} is a service account: it acts only through its triggers, "
+                               "and no token is issued to it")
         try:
             operator = getpass.getuser()
         except (KeyError, OSError):  # no name for this uid (a container)
