@@ -166,6 +166,8 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     ("GET", "evals/cases/{case_id}/"):              (401,  403,  403,  200,  200,  403),
     ("PATCH", "evals/cases/{case_id}/"):            (401,  403,  403,  403,  200,  403),
     ("DELETE", "evals/cases/{case_id}/"):           (401,  403,  403,  403,  204,  403),
+    ("POST", "evals/cases/{case_id}/record/"):      (401,  403,  403,  403,  200,  403),  # governance admins record; 409 when the case would fail
+    ("GET", "evals/cases/{case_id}/versions/"):     (401,  403,  403,  200,  200,  403),
     ("GET", "evals/runs/"):                         (401,  403,  403,  200,  200,  403),
     ("POST", "evals/runs/"):                        (401,  403,  403,  201,  201,  403),  # runs in isolation: no run, no side effect
     # --- triggers (triggers/): anyone with a role reads; governance admins write, pause, resume, rotate
