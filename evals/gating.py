@@ -121,8 +121,13 @@ def gate_skill(*, spec: dict, user=None) -> GateVerdict:
         active = [s for s in (snapshot or {}).get("skills", []) if s["name"] != spec["name"]]
         return {"skills": sorted([*active, spec], key=lambda s: s["name"])}
 
-    verdict = run_gate(cases=_cases(None), after=after, subject=f"skill {spec['name']} v{spec.get('version')}: activate",
-                       purpose=Purpose.GATE, user=user)
+    cases, subject = _cases(None), f"skill {spec['name']} v{spec.get('version')}: activate"
+    if not cases:
+        # Nothing to check (a first load_demo imports its skills before its golden set): no eval run to keep.
+        return GateVerdict(passed=True, eval_run_id=None, report={
+            "subject": subject, "total": 0, "agents": [], "changed": [], "broken": [], "cases": [],
+            "agents_without_cases": _unchecked(None, [])})
+    verdict = run_gate(cases=cases, after=after, subject=subject, purpose=Purpose.GATE, user=user)
     verdict.report["agents_without_cases"] = _unchecked(None, verdict.report["agents"])
     EvalRun.objects.filter(pk=verdict.eval_run_id).update(report=verdict.report)
     return verdict

@@ -3,7 +3,8 @@
 Lifecycle: draft -> approved (by a governance admin who is not its author) -> active (reaches
 runs) -> retired. New text is a new version and starts again as a draft: what runs use is
 always what someone other than its author reviewed. `user=None` is the platform itself (the
-bundled demo library, loaded by a management command), trusted like the code it ships with.
+bundled demo library, loaded by a management command), trusted like the code it ships with; run
+on a person's command (load_demo), it passes the golden sets' gate first (`gated`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from skills.parser import ParsedSkill, SkillFormatError, parse_skill_md
 CREATED = "created"
 UPDATED = "updated"
 UNCHANGED = "unchanged"
+HELD = "held"  # a gated platform import the golden set refused: what was in force stays
 
 S = Skill.Status
 TRANSITIONS = {
@@ -99,11 +101,14 @@ def skill_import(*, text: str, user=None, status: str | None = None) -> tuple[Sk
 
 
 def skill_import_report(*, text: str, user=None, status: str | None = None,
-                        emergency_reason: str = "") -> tuple[Skill, str]:
-    """Like skill_import, but says what happened: "created", "updated" or "unchanged".
+                        emergency_reason: str = "", gated: bool = False) -> tuple[Skill, str]:
+    """Like skill_import, but says what happened: "created", "updated", "unchanged" or "held".
 
     A person's activation passes the gate first: the golden sets with the skill active (see
-    _gate_activation); `emergency_reason` lets a failing set past, recorded with the version."""
+    _gate_activation); `emergency_reason` lets a failing set past, recorded with the version.
+    `gated`: the platform's import on a person's command (load_demo) passes it too, for anything it
+    would put in force (a new skill, new text, a skill a person took out of force); refused, it is
+    "held": an existing skill is left as it is, a new one is made a draft for people to review."""
     parsed = parse_skill_md(text)
     if status is not None and status not in Skill.Status.values:
         raise SkillFormatError(f"unknown skill status {status!r}; expected one of {', '.join(Skill.Status.values)}",
@@ -114,6 +119,14 @@ def skill_import_report(*, text: str, user=None, status: str | None = None,
             and existing.sha256 == parsed.sha256):
         check_skill_transition(skill=existing, to=S.ACTIVE, user=user)  # a refused transition runs no gate
         gate = _gate_activation(parsed=parsed, text=text, user=user, emergency_reason=emergency_reason)
+    elif gated and user is None and status == S.ACTIVE and (
+            existing is None or existing.sha256 != parsed.sha256 or existing.status != S.ACTIVE):
+        try:
+            gate = _gate_activation(parsed=parsed, text=text, user=None, emergency_reason="")
+        except SkillGateFailed:
+            if existing is not None:
+                return existing, HELD
+            return _import(parsed=parsed, text=text, user=None, status=S.DRAFT)[0], HELD
     try:
         return _import(parsed=parsed, text=text, user=user, status=status, gate=gate)
     except IntegrityError:

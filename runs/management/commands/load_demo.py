@@ -10,6 +10,9 @@ class Command(BaseCommand):
         result = demo_load()
         self.stdout.write(self.style.SUCCESS(
             f"Demo loaded: crm-assistant v{result['agent_version']}, skills {', '.join(result['skills'])}"))
+        for name in result.get("skills_held", []):
+            self.stdout.write(self.style.WARNING(
+                f"Skill {name} not put in force: the golden set does not pass with it (see the eval run of its gate)"))
         self.stdout.write(result["model"])
         if result["users_created"]:
             self.stdout.write(f"Created users: {', '.join(result['users_created'])}")
