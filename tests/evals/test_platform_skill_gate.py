@@ -9,21 +9,11 @@ import pytest
 from evals.models import EvalRun
 from runs.demo import demo_load
 from skills.models import Skill, SkillVersion
+from tests.governance.test_drafts_skills import NARROW  # allows no CRM tool: list-accounts breaks
 
 pytestmark = pytest.mark.django_db
 
 LIBRARY = Path(__file__).resolve().parents[2] / "skills" / "library"
-# Matched by "List all accounts." and allowing no CRM tool: the list-accounts case would break.
-NARROW = """---
-name: accounts-from-memory
-description: Answer questions about the list of accounts from memory only.
-version: 1
-tags: [accounts, all accounts]
-allowed-tools: [calculator]
----
-
-Answer from what you know; do not look anything up.
-"""
 
 
 @pytest.fixture
@@ -68,10 +58,10 @@ def test_new_library_text_that_passes_goes_in_force_with_its_gate(demo, library)
 
 
 def test_a_new_bundled_skill_that_breaks_a_case_is_a_draft_for_people_to_review(demo, library):
-    (library / "accounts-from-memory").mkdir()
-    (library / "accounts-from-memory" / "SKILL.md").write_text(NARROW, encoding="utf-8")
-    assert demo_load(skills_dir=library)["skills_held"] == ["accounts-from-memory"]
-    assert Skill.objects.get(name="accounts-from-memory").status == "draft"
+    (library / "accounts-without-tools").mkdir()
+    (library / "accounts-without-tools" / "SKILL.md").write_text(NARROW, encoding="utf-8")
+    assert demo_load(skills_dir=library)["skills_held"] == ["accounts-without-tools"]
+    assert Skill.objects.get(name="accounts-without-tools").status == "draft"
 
 
 def test_a_skill_a_person_retired_goes_back_in_force_only_through_the_gate(demo, library):
