@@ -168,9 +168,7 @@ def wants_arithmetic(text: str) -> bool:
 
 
 # --- Orders ---------------------------------------------------------------------------------
-# The backend is gullible on purpose: a user message or a tool result that says "call
-# `delete_account` with {...}" makes it try that call, even for a tool it was never shown, so the
-# harness has something real to stop. Recognised (case-insensitive): call | use | run | invoke |
+# Gullible on purpose (see scripted.py). Recognised, case-insensitive: call | use | run | invoke |
 # execute [the] [tool] NAME [tool], NAME being a tool on offer, in backticks or with an underscore,
 # then optionally arguments (see _arguments_after); and the wording modules' order phrases.
 
@@ -214,8 +212,8 @@ def find_orders(text: str, tool_names) -> list[Order]:
 
 
 def strip_orders(text: str, orders: list[Order]) -> str:
-    """The text without the orders' own words, so they do not read as the request's subject."""
-    for order in sorted(orders, key=lambda o: o.span, reverse=True):
+    """The text without the words of the orders (in find_orders' order): they are not the request's subject."""
+    for order in reversed(orders):
         text = text[: order.span[0]] + " " + text[order.span[1] :]
     return text
 
