@@ -111,7 +111,7 @@ class Fill:
     values: list = field(default_factory=list)  # ready: argument dicts or single values
     needs: list = field(default_factory=list)  # wait: (tool, arguments) lookups to make first
     reason: str = ""  # skip: why
-    description: str = ""  # an expression: what it means, for the answer
+    description: str = ""  # a percentage: what its expression means, for the answer
 
 
 def skip(reason: str) -> Fill:
@@ -198,7 +198,7 @@ class Plan:
         return f"{self.names[record_id]} ({record_id})" if record_id in self.names else record_id
 
     def describe(self, expression: str) -> str | None:
-        """What an expression we built means ("10% of Acme Corp's ARR (240000)"), if we built it."""
+        """What a percentage we built means ("10% of Acme Corp's ARR (240000)"), if it is one we built."""
         fill = self.calculation(self.scope)
         return fill.description if fill.values == [expression] else None
 
@@ -256,8 +256,7 @@ class Plan:
         percent = text.percent_request(scope.text)
         if not percent:
             expression = text.plain_arithmetic(scope.text)
-            return Fill("ready", [expression], description=expression) if expression else skip(
-                "the request has nothing to calculate")
+            return Fill("ready", [expression]) if expression else skip("the request has nothing to calculate")
         share, subject = percent
         number = text.parse_number(subject)
         if number is None:  # a record's field: "Acme's ARR"
