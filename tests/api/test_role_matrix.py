@@ -277,6 +277,7 @@ BODIES = {
     ("POST", "evals/cases/"): {"agent": "crm-assistant", "name": "matrix-case", "input": "List all accounts.",
                                "roles": ["operators"], "expected_status": "succeeded"},
     ("PATCH", "evals/cases/{case_id}/"): {"description": "changed by the matrix"},
+    ("POST", "evals/cases/{case_id}/record/"): {},
     ("POST", "evals/runs/"): {"agent": "crm-assistant"},
     ("POST", "review/rules/"): {"name": "matrix-new-rule", "percentage": 10, "always": ["denial"]},
     ("PATCH", "review/rules/{rule_id}/"): {"note": "changed by the matrix"},
