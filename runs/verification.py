@@ -19,6 +19,7 @@ from runs import append_only, signing, witness
 from runs.models import Receipt, ReceiptCheckpoint, Run, RunEvent
 from runs.states import TERMINAL
 from warrant_verify import chain
+from warrant_verify.legacy import AFTER_SIGNING, after_signing, is_legacy_body, legacy_note, v1_approvals
 from warrant_verify.messages import GENESIS
 
 _CHUNK = 2000
@@ -93,16 +94,33 @@ def _chain_problems(failures, by_seq: dict) -> list[Problem]:
     return problems
 
 
-def _walk(*, keys, from_seq=1, start_prev=GENESIS, upto_seq=None, cross_check=None, want_hashes=(), workers=1):
+def first_signed_seq() -> int | None:
+    """The first signed receipt's seq: only receipts before it may be from before signing (legacy)."""
+    return Receipt.objects.exclude(signature="").order_by("seq").values_list("seq", flat=True).first()
+
+
+def legacy_late(legacy: list, checkpoint_seqs) -> list[Problem]:
+    """Legacy-shaped receipts past a checkpoint (the database's or the witness's): sealed after signing began."""
+    return [Problem("signature", f"receipt #{seq}", AFTER_SIGNING, seq) for seq in after_signing(legacy, checkpoint_seqs)]
+
+
+def _walk(*, keys, from_seq=1, start_prev=GENESIS, upto_seq=None, cross_check=None, want_hashes=(), workers=1,
+          legacy=None):
     """The chain from `from_seq`, a chunk at a time: (checked, head seq, head hash, problems, hashes at want_hashes).
+    `legacy`, a list, is given the seqs of the receipts from before signing that were walked.
 
     `workers` > 1 shares the signatures of large chunks out to processes (the command; never a web request)."""
     problems, hashes, checked = [], {}, 0
     expected_seq, expected_prev = from_seq, start_prev
+    first_signed = first_signed_seq() if from_seq > 1 else None
+    signed = first_signed is not None and first_signed < from_seq
     size = _CHUNK if workers <= 1 else 10 * _CHUNK
     for records in _receipt_rows(from_seq=from_seq, upto_seq=upto_seq, chunk_size=size):
         result = chain.verify_receipts(records, keys=keys, start_seq=expected_seq, start_prev=expected_prev,
-                                       file="runs_receipt", workers=workers)
+                                       file="runs_receipt", workers=workers, signed_before=signed)
+        signed = result.signed
+        if legacy is not None:
+            legacy += result.legacy
         by_seq = {r["seq"]: r for r in records}
         problems += _chain_problems(result.failures, by_seq)
         hashes.update({seq: h for seq, h in result.hashes.items() if seq in want_hashes})
@@ -159,6 +177,11 @@ def cross_check(records: list[dict]) -> list[Problem]:
                 problems.append(Problem("run", name, "the run's input differs from the one sealed", **where))
             if body.get("output_sha256") != _sha256(output_text):
                 problems.append(Problem("run", name, "the run's output differs from the one sealed", **where))
+        if is_legacy_body(body):  # sealed before signing: no trace, and approvals on v1's fields (legacy.py)
+            if body.get("approvals") != v1_approvals(approvals.get(run_id, [])):
+                problems.append(Problem("approvals", name, "the run's approval rows differ from the approvals sealed "
+                                        "(decision, decider or time)", **where))
+            continue
         for failure in chain.verify_trace(events.get(run_id, []), body=body, file="runs_runevent"):
             problems.append(Problem("trace", failure.record, failure.reason, **where))
         if body.get("approvals") != approvals.get(run_id, []):
@@ -227,17 +250,19 @@ def verify(*, upto_seq: int | None = None, workers: int = 1) -> Verification:
     keys = signing.verifying_keys()
     documents, problems = _checkpoints()
     wanted = {d.get("seq") for found in documents.values() for d in found}
+    legacy: list = []
     checked, head_seq, _head, walked, hashes = _walk(keys=keys, upto_seq=upto_seq, want_hashes=wanted, workers=workers,
-                                                     cross_check=cross_check)
-    problems = walked + problems
+                                                     cross_check=cross_check, legacy=legacy)
+    problems = walked + legacy_late(legacy, wanted) + problems
     # Checkpoints past what was walked still compare with the chain as it is.
     actual = Receipt.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
     missing = [seq for seq in wanted if isinstance(seq, int) and seq not in hashes]
     hashes.update(dict(Receipt.objects.filter(seq__in=missing).values_list("seq", "hash")))
     problems += _checkpoint_problems(documents, keys=keys, hash_at=hashes, head_seq=actual, made_at=made_at)
     problems += whole_chain_problems()
+    stated = legacy_note(len(legacy), legacy[0], legacy[-1], pinned=first_signed_seq() is not None) if legacy else ""
     return _result(checked, problems, ok_reason=f"all {checked} receipts signed and chained, runs, traces, "
-                                                "approvals and checkpoints match")
+                                                "approvals and checkpoints match" + (f"; {stated}" if stated else ""))
 
 
 def whole_chain_problems() -> list[Problem]:
@@ -277,5 +302,11 @@ def receipt_verify_since_checkpoint() -> Verification:
 def receipt_own_problems(receipt: Receipt, *, keys=None) -> list[str]:
     """What is wrong with this one receipt on its own (hash from its body, canonical v2 body, its
     run, its signature): the workbench badges check every receipt they show this way."""
-    return chain.check_receipt(_record_of(receipt), keys if keys is not None else signing.verifying_keys())
+    legacy_ok = False
+    if not receipt.signature:  # only an unsigned receipt asks where signing began (badges check many a page)
+        first = first_signed_seq()
+        legacy_ok = (first is None or receipt.seq < first) and not ReceiptCheckpoint.objects.filter(
+            seq__lt=receipt.seq).exists()
+    return chain.check_receipt(_record_of(receipt), keys if keys is not None else signing.verifying_keys(),
+                               legacy_ok=legacy_ok)
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 from runs import signing, witness
 from runs.models import Receipt, ReceiptCheckpoint
 from runs.verification import (Problem, Verification, _checkpoint_problems, _not_sent, _record_of, _result, _walk,
-                               checkpoint_signature_problem, cross_check, whole_chain_problems)
+                               checkpoint_signature_problem, cross_check, legacy_late, whole_chain_problems)
 from warrant_verify.chain import is_int
 from warrant_verify.messages import GENESIS
 
@@ -66,10 +66,15 @@ def receipt_verify(*, receipt: Receipt) -> Verification:
     start = max(1, receipt.seq - 1)  # from the receipt before it: the link back is checked too
     start_prev = (Receipt.objects.filter(seq=start).values_list("prev_hash", flat=True).first() or GENESIS
                   if start < receipt.seq else receipt.prev_hash)
+    legacy: list = []
     walked, _last, _head, chain_problems, hashes = _walk(keys=keys, from_seq=start, start_prev=start_prev,
-                                                         upto_seq=upto, want_hashes=wanted)
+                                                         upto_seq=upto, want_hashes=wanted, legacy=legacy)
     missing = [seq for seq in wanted if seq not in hashes]
     hashes.update(dict(Receipt.objects.filter(seq__in=missing).values_list("seq", "hash")))
+    # A receipt shaped as from before signing, past the first checkpoint of either place, was not.
+    firsts = [witnessed[0]["seq"]] if witnessed else []
+    firsts += ReceiptCheckpoint.objects.order_by("seq").values_list("seq", flat=True)[:1]
+    chain_problems += legacy_late(legacy, firsts)
     problems = chain_problems + problems
     problems += _checkpoint_problems(inside, keys=keys, hash_at=hashes, head_seq=head_seq, made_at=None,
                                      first_seq=receipt.seq, last_seq=upto, complete=False)

@@ -9,6 +9,7 @@ from .chain import (Failure, is_hex64, is_int, parse_jsonl, retired_bound_proble
                     verify_receipts, verify_traces)
 from .jcs import CanonicalizationError
 from .keys import KeySetError, load_key_set, merge_key_sets, retirement_of, verify_signature
+from .legacy import AFTER_SIGNING, V1_APPROVAL_FIELDS, after_signing, is_legacy_body, legacy_note
 from .messages import GENESIS, manifest_message
 from .review_chain import REVIEW_FILE, is_review_checkpoint, verify_review_checkpoints, verify_review_file
 
@@ -79,6 +80,7 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
     if witness is not None:
         sources.append((witness_name, witness))
     memo: dict = {}
+    checkpoint_seqs: list = []
     for name, data in sources:
         if data is None:
             continue
@@ -94,8 +96,11 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
         report.failures.extend(verify_review_checkpoints(
             [row for _, row in review_rows], keys=keys, hash_at=reviews.hashes, head_seq=reviews.head_seq,
             made_at=made_at, file=name, labels=[f"line {number}" for number, _ in review_rows]))
+        checkpoint_seqs += [row.get("seq") for _, row in rows]
         also = f" and {len(review_rows)} review checkpoints" if review_rows else ""
         report.notes.append(f"{len(rows)} checkpoints{also} in {name}")
+    for seq in after_signing(span.legacy, checkpoint_seqs):
+        report.fail("receipts.jsonl", f"seq {seq}", AFTER_SIGNING)
     report.notes.insert(0, f"{span.count} receipts (seq {span.first_seq}-{span.last_seq}), {len(bodies)} runs")
     statuses = _statuses(files)
     report.notes.append("receipt keys: " + (", ".join(f"{kid} ({_status(keys[kid], statuses.get(kid))})"
@@ -193,6 +198,7 @@ class Span:
     head_seq: int
     count: int
     hashes: dict[int, str]
+    legacy: list = field(default_factory=list)  # seqs of receipts shaped as from before signing
 
 
 def _receipts(files, chain: dict, keys: dict, workers: int, complete: bool, report: Report):
@@ -242,6 +248,10 @@ def _receipts(files, chain: dict, keys: dict, workers: int, complete: bool, repo
         bodies[record["run_id"]] = (where, body)
     span = Span(first_seq=first_seq, last_seq=result.head_seq, head_seq=head_seq, count=result.checked,
                 hashes=result.hashes)
+    if result.legacy:
+        report.notes.append(legacy_note(len(result.legacy), result.legacy[0], result.legacy[-1],
+                                        pinned=result.signed))
+    span.legacy = result.legacy
     return span, bodies
 
 
@@ -251,8 +261,9 @@ def _events(files, bodies, workers: int, report: Report) -> None:
     by_run: dict[str, list[dict]] = {}
     for _, row in rows:
         by_run.setdefault(str(row.get("run_id")), []).append(row)
+    # A receipt from before signing sealed no trace (legacy.py): there is nothing to hold its events to.
     runs = [(by_run.get(run_id, []), {"run_id": body.get("run_id"), "trace": body.get("trace")})
-            for run_id, (_, body) in bodies.items()]
+            for run_id, (_, body) in bodies.items() if not is_legacy_body(body)]
     report.failures.extend(verify_traces(runs, workers=workers))
 
 
@@ -277,7 +288,9 @@ def _approvals(files, bodies, report: Report) -> None:
                             "but missing from approvals.jsonl")
                 continue
             _, row = by_id[approval_id]
-            differing = [name for name in APPROVAL_FIELDS if row.get(name) != sealed_row.get(name)]
+            fields = APPROVAL_FIELDS if not is_legacy_body(body) else [n for n in APPROVAL_FIELDS
+                                                                      if n in V1_APPROVAL_FIELDS]
+            differing = [name for name in fields if row.get(name) != sealed_row.get(name)]
             if row.get("status") != sealed_row.get("decision"):
                 differing.append("status")
             if row.get("run_id") != run_id:

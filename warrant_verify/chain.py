@@ -15,6 +15,7 @@ from multiprocessing import get_context
 
 from . import jcs
 from .keys import from_portable, portable, retirement_of, verify_signature
+from .legacy import AFTER_SIGNING, is_legacy, legacy_problems
 from .messages import GENESIS, checkpoint_message, event_hash, receipt_hash, receipt_message
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -41,6 +42,8 @@ class ChainResult:
     head_hash: str
     failures: list[Failure]
     hashes: dict[int, str] = field(default_factory=dict)  # seq -> stored hash, for checkpoints
+    legacy: list = field(default_factory=list)  # seqs of the receipts from before signing (legacy.py)
+    signed: bool = False  # a signed receipt was seen (or was before these): none after it is legacy
 
 
 def is_int(value) -> bool:
@@ -56,8 +59,9 @@ def label(record: dict, index: int) -> str:
     return f"seq {seq}" if is_int(seq) else f"record {index + 1}"
 
 
-def check_receipt(record, keys) -> list[str]:
-    """Everything about one receipt that needs no neighbour: shape, hash, body, signature."""
+def check_receipt(record, keys, *, legacy_ok: bool = False) -> list[str]:
+    """Everything about one receipt that needs no neighbour: shape, hash, body, signature.
+    `legacy_ok`: a receipt from before signing (legacy.py) may stand here; its neighbours decide."""
     if not isinstance(record, dict):
         return ["not a JSON object"]
     problems = []
@@ -71,6 +75,8 @@ def check_receipt(record, keys) -> list[str]:
         problems.append("seq is missing or not an integer")
     if problems:
         return problems
+    if legacy_ok and is_legacy(record):
+        return legacy_problems(record)
     body = record["body"]
     try:
         if receipt_hash(record["prev_hash"], body) != record["hash"]:
@@ -129,7 +135,7 @@ def retired_bound_problem(keys: dict, kid, *, seq=None, dated: bool = False, at=
 def _check_chunk(start: int, records: list, raw_keys: dict) -> list[tuple[int, str]]:
     keys = from_portable(raw_keys)
     return [(start + offset, reason) for offset, record in enumerate(records)
-            for reason in check_receipt(record, keys)]
+            for reason in check_receipt(record, keys, legacy_ok=True)]
 
 
 def _spread(work, items: list, context, *, workers: int, chunk: int) -> list:
@@ -164,13 +170,15 @@ def _shared(work, items: list, context, *, workers: int, chunk: int) -> list:
 
 def _per_record(records: list, keys: dict, workers: int) -> list[tuple[int, str]]:
     if workers <= 1 or len(records) < PARALLEL_THRESHOLD:
-        return [(index, reason) for index, record in enumerate(records) for reason in check_receipt(record, keys)]
+        return [(index, reason) for index, record in enumerate(records)
+                for reason in check_receipt(record, keys, legacy_ok=True)]
     return _spread(_check_chunk, records, portable(keys), workers=workers, chunk=_CHUNK)
 
 
 def verify_receipts(records, *, keys: dict, start_seq: int = 1, start_prev: str = GENESIS, workers: int = 1,
-                    file: str = "receipts.jsonl") -> ChainResult:
+                    file: str = "receipts.jsonl", signed_before: bool = False) -> ChainResult:
     """Check a run of consecutive receipt records (dicts shaped as receipts.jsonl lines).
+    `signed_before`: a receipt before these is signed, so none of these is from before signing.
 
     workers > 1 spawns processes for large inputs: a script calling this needs the usual
     `if __name__ == "__main__":` guard.
@@ -181,11 +189,14 @@ def verify_receipts(records, *, keys: dict, start_seq: int = 1, start_prev: str 
         found.setdefault(index, []).append(reason)
     failures: list[Failure] = []
     hashes: dict[int, str] = {}
-    expected_seq, expected_prev = start_seq, start_prev
+    expected_seq, expected_prev, signed, legacy = start_seq, start_prev, signed_before, []
     for index, record in enumerate(records):
         record = record if isinstance(record, dict) else {}
         seq, prev, stored = record.get("seq"), record.get("prev_hash"), record.get("hash")
-        links = []
+        links = [AFTER_SIGNING] if signed and is_legacy(record) else []
+        if not signed and is_legacy(record):
+            legacy.append(seq)
+        signed = signed or bool(record.get("signature"))
         if is_int(seq) and seq != expected_seq:
             links.append(f"seq {seq} where {expected_seq} was expected: a receipt is missing, duplicated or out of order")
         if prev != expected_prev:
@@ -203,7 +214,8 @@ def verify_receipts(records, *, keys: dict, start_seq: int = 1, start_prev: str 
         head_seq, head_hash = expected_seq - 1, last.get("hash") if is_hex64(last.get("hash")) else ""
     else:
         head_seq, head_hash = start_seq - 1, start_prev
-    return ChainResult(checked=len(records), head_seq=head_seq, head_hash=head_hash, failures=failures, hashes=hashes)
+    return ChainResult(checked=len(records), head_seq=head_seq, head_hash=head_hash, failures=failures, hashes=hashes,
+                       legacy=legacy, signed=signed)
 
 
 def verify_trace(events, *, body: dict, file: str = "events.jsonl") -> list[Failure]:

@@ -23,8 +23,7 @@ from review.verification import review_verify_chain
 from runs import signing
 from runs.evidence import evidence_bundle_write
 from runs.models import WitnessSink
-from runs.reconcile import run_reconcile
-from runs.witness import witness_status
+from runs.witness import witness_catch_up, witness_status
 from tests.review.test_review_evidence import finding_and_follow_up
 from tests.runs.helpers import start
 from warrant_verify.__main__ import main as verify_main
@@ -174,13 +173,13 @@ def test_a_sink_that_missed_review_records_is_caught_up_and_readyz_says_so(opera
     assert review["head_seq"] == 1 and review["sinks"]["file"]["behind_records"] == 1
     assert client.get("/readyz").json()["witness"]["review"]["sinks"]["file"]["delivered_seq"] == 0
 
-    assert run_reconcile()["witness"]["review-file"] == "delivered #1"
+    assert witness_catch_up()["review-file"] == "delivered #1"  # the reconciler's part
     status = witness_status()
     assert status["review"]["sinks"]["file"] | {"behind_seconds": 0} == {
         "ok": True, "delivered_seq": 1, "behind_records": 0, "behind_seconds": 0, "error": "", "failing_since": None}
     (line,) = [d for d in _lines(tmp_path / "witness.jsonl") if d["kind"] == REVIEW_CHECKPOINT_KIND]
     assert line["seq"] == 1 and line["head"] == ReviewRecord.objects.get().hash
-    assert run_reconcile()["witness"]["review-file"] == "current"
+    assert witness_catch_up()["review-file"] == "current"
 
 
 def _client(user):
