@@ -1,5 +1,11 @@
-"""Small helpers for run tests: start a run through the API and read what it did."""
+"""Small helpers for run tests: start a run (through the API, or of the replayer's script), change
+the demo's agent, and read what a run did."""
 
+import json
+
+from django.contrib.auth.models import User
+
+from runs import services
 from runs.models import Run
 
 
@@ -7,6 +13,37 @@ def start(client, text: str, *, agent: str = "crm-assistant", **extra):
     response = client.post("/api/v1/runs/", {"agent": agent, "input": text, **extra}, format="json")
     assert response.status_code in (200, 201), response.content
     return response.json()
+
+
+def run_script(script: dict, *, user: str = "operator") -> Run:
+    """A run of the agent "replayer" (the replay_agent fixture), whose model follows `script`,
+    advanced until it finishes or parks."""
+    run, _ = services.run_start(agent_slug="replayer", input_text=json.dumps(script),
+                                caller=User.objects.get(username=user))
+    return advance(run)
+
+
+def advance(run: Run) -> Run:
+    """Advance the run as workers would: one whose time slice ran out (a slow server start on a busy
+    machine) is queued again and picked up by the next delivery."""
+    for _ in range(20):
+        services.run_advance(run_id=run.id)
+        run.refresh_from_db()
+        if run.status not in ("queued", "running"):
+            break
+    return run
+
+
+def republish(slug: str = "crm-assistant", **changes):
+    """Change the agent's draft and publish it (new runs use the new version): the version."""
+    from agents.models import Agent
+    from agents.services import agent_publish
+
+    agent = Agent.objects.get(slug=slug)
+    for name, value in changes.items():
+        setattr(agent, name, value)
+    agent.save()
+    return agent_publish(agent=agent)[0]
 
 
 def events(run_id, kind: str | None = None) -> list[dict]:

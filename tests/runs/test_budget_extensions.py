@@ -7,23 +7,13 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
-from agents.models import Agent
-from agents.services import agent_publish
 from runs.approvals import approval_expire_due
 from runs.models import ApprovalRequest, Receipt, Run
-from tests.runs.helpers import events, start
+from tests.runs.helpers import events, republish, start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 HEALTH = "How healthy is Acme Corp?"
-
-
-def _republish(**changes):
-    agent = Agent.objects.get(slug="crm-assistant")
-    for name, value in changes.items():
-        setattr(agent, name, value)
-    agent.save()
-    return agent_publish(agent=agent)[0]
 
 
 def _budget_request(run_id) -> ApprovalRequest:
@@ -35,7 +25,7 @@ def _run(client, run_id) -> dict:
 
 
 def test_a_run_out_of_tokens_waits_for_its_budget_role_and_goes_on_when_approved(operator, approver):
-    _republish(max_tokens=500, budget_role=Group.objects.get(name="secops"))
+    republish(max_tokens=500, budget_role=Group.objects.get(name="secops"))
     run = start(operator, HEALTH)
     assert run["status"] == "awaiting_budget" and run["usage"]["input_tokens"] == 0  # refused before the call
     request = _budget_request(run["id"])
@@ -65,7 +55,7 @@ def test_a_run_out_of_tokens_waits_for_its_budget_role_and_goes_on_when_approved
 
 
 def test_a_denied_extension_stops_the_run_with_its_stop_reason(operator, approver):
-    _republish(max_turns=1, budget_role=Group.objects.get(name="secops"))
+    republish(max_turns=1, budget_role=Group.objects.get(name="secops"))
     run = start(operator, HEALTH)
     assert run["status"] == "awaiting_budget"
     request = _budget_request(run["id"])
@@ -81,7 +71,7 @@ def test_a_denied_extension_stops_the_run_with_its_stop_reason(operator, approve
 
 
 def test_an_expired_extension_stops_the_run_as_a_denial_does(operator):
-    _republish(max_tool_calls=1, budget_role=Group.objects.get(name="secops"))
+    republish(max_tool_calls=1, budget_role=Group.objects.get(name="secops"))
     run = start(operator, HEALTH)
     assert run["status"] == "awaiting_budget"
     request = _budget_request(run["id"])
@@ -95,7 +85,7 @@ def test_an_expired_extension_stops_the_run_as_a_denial_does(operator):
 
 
 def test_no_one_extends_their_own_runs_budget(operator, approver):
-    _republish(max_turns=1, budget_role=Group.objects.get(name="secops"))
+    republish(max_turns=1, budget_role=Group.objects.get(name="secops"))
     User.objects.get(username="operator").groups.add(Group.objects.get(name="secops"))
     run = start(operator, HEALTH)
     request = _budget_request(run["id"])
@@ -105,7 +95,7 @@ def test_no_one_extends_their_own_runs_budget(operator, approver):
 
 
 def test_without_a_budget_role_the_pre_call_check_stops_the_run_before_spending(operator):
-    _republish(max_tokens=500)
+    republish(max_tokens=500)
     run = start(operator, HEALTH)
     assert (run["status"], run["stop_reason"]) == ("stopped", "token_budget")
     assert run["usage"]["input_tokens"] + run["usage"]["output_tokens"] == 0
@@ -115,7 +105,7 @@ def test_without_a_budget_role_the_pre_call_check_stops_the_run_before_spending(
 
 
 def test_a_tools_cap_refuses_the_call_over_it(operator):
-    _republish(tool_caps={"get_account": 1})
+    republish(tool_caps={"get_account": 1})
     run = start(operator, "How healthy are Acme Corp and Globex?")  # two get_account lookups, uncapped
     assert run["status"] == "succeeded"
     ran = [e["name"] for e in events(run["id"], "tool_call") if e["result"]["ok"]]
@@ -126,7 +116,7 @@ def test_a_tools_cap_refuses_the_call_over_it(operator):
 
 
 def test_a_run_waiting_for_budget_can_be_cancelled_and_its_request_closes(operator):
-    _republish(max_turns=1, budget_role=Group.objects.get(name="secops"))
+    republish(max_turns=1, budget_role=Group.objects.get(name="secops"))
     run = start(operator, HEALTH)
     request = _budget_request(run["id"])
     response = operator.post(f"/api/v1/runs/{run['id']}/cancel/")
@@ -136,7 +126,7 @@ def test_a_run_waiting_for_budget_can_be_cancelled_and_its_request_closes(operat
 
 
 def test_a_run_extended_verifies_with_its_budget_decisions_in_the_receipt(operator, approver, compliance):
-    _republish(max_turns=1, budget_role=Group.objects.get(name="secops"))
+    republish(max_turns=1, budget_role=Group.objects.get(name="secops"))
     run = start(operator, HEALTH)
     while run["status"] == "awaiting_budget":
         approver.post(f"/api/v1/approvals/{_budget_request(run['id']).id}/approve/", {}, format="json")
@@ -151,7 +141,7 @@ def test_a_run_extended_verifies_with_its_budget_decisions_in_the_receipt(operat
 def test_the_workbench_queue_shows_a_budget_request_and_decides_it(operator):
     from django.test import Client
 
-    _republish(max_turns=1, budget_role=Group.objects.get(name="secops"))
+    republish(max_turns=1, budget_role=Group.objects.get(name="secops"))
     run = start(operator, HEALTH)
     request = _budget_request(run["id"])
     client = Client()

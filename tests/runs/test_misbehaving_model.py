@@ -10,18 +10,11 @@ from agents.services import agent_publish
 from governance.models import ToolGrant
 from runs import services
 from runs.models import ApprovalRequest, Run, SideEffect
+from tests.runs.helpers import run_script
 
 pytestmark = pytest.mark.django_db
 
 EMAIL = {"to": "dana.whitfield@example.com", "subject": "Renewal", "body": "Hello"}
-
-
-def _run(script: dict) -> Run:
-    run, _ = services.run_start(agent_slug="replayer", input_text=json.dumps(script),
-                                caller=User.objects.get(username="operator"))
-    services.run_advance(run_id=run.id)
-    run.refresh_from_db()
-    return run
 
 
 def _decide(run: Run, approve: bool) -> None:
@@ -33,7 +26,7 @@ def _decide(run: Run, approve: bool) -> None:
 
 
 def test_two_identical_calls_in_one_turn_need_two_approvals(replay_agent):
-    run = _run({"turns": [[{"name": "send_email", "arguments": EMAIL}, {"name": "send_email", "arguments": EMAIL}]]})
+    run = run_script({"turns": [[{"name": "send_email", "arguments": EMAIL}, {"name": "send_email", "arguments": EMAIL}]]})
     assert run.status == "awaiting_approval"
     _decide(run, approve=True)
     assert run.status == "awaiting_approval", "the second identical call waits for its own decision"
@@ -47,7 +40,7 @@ def test_two_identical_calls_in_one_turn_need_two_approvals(replay_agent):
 
 def test_a_model_that_reuses_call_ids_still_gets_each_approved_email_sent_once(replay_agent):
     other = dict(EMAIL, subject="Second")
-    run = _run({"turns": [[{"name": "send_email", "arguments": EMAIL}], [{"name": "send_email", "arguments": other}]]})
+    run = run_script({"turns": [[{"name": "send_email", "arguments": EMAIL}], [{"name": "send_email", "arguments": other}]]})
     _decide(run, approve=True)
     _decide(run, approve=True)
     assert run.status == "succeeded"
@@ -60,7 +53,7 @@ def test_a_cancel_that_arrives_during_a_batch_does_not_leave_the_run_waiting_for
     ToolGrant.objects.create(role=Group.objects.get(name="operators"), tool=tool)
     replay_agent.tools.add(tool)
     agent_publish(agent=replay_agent)
-    run = _run({"turns": [[{"name": "slow_lookup", "arguments": {}}, {"name": "send_email", "arguments": EMAIL}]]})
+    run = run_script({"turns": [[{"name": "slow_lookup", "arguments": {}}, {"name": "send_email", "arguments": EMAIL}]]})
     assert run.status == "cancelled"
     assert not ApprovalRequest.objects.filter(run=run, status="pending").exists()
     assert hasattr(run, "receipt") and SentEmail.objects.count() == 0

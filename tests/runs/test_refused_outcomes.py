@@ -15,7 +15,7 @@ from governance.models import ToolGrant
 from runs import outcome_refusals
 from runs.approvals import approval_expire_due
 from runs.models import ApprovalRequest, Receipt, Run
-from tests.runs.helpers import start
+from tests.runs.helpers import republish, start
 
 pytestmark = pytest.mark.django_db(transaction=True)  # runs advance on commit
 DELETE = "Delete the account Initech."
@@ -188,19 +188,8 @@ def test_an_evidence_bundle_carries_the_refusals_and_the_offline_verifier_holds_
     assert f"run {run['id']}: refused_count, refused_kinds differ from what its receipt sealed" in result.stdout
 
 
-def _republish(**changes) -> None:
-    from agents.models import Agent
-    from agents.services import agent_publish
-
-    agent = Agent.objects.get(slug="crm-assistant")
-    for name, value in changes.items():
-        setattr(agent, name, value)
-    agent.save()
-    agent_publish(agent=agent)
-
-
 def test_a_call_over_its_tools_cap_is_a_tool_cap_refusal(operator, compliance):
-    _republish(tool_caps={"get_account": 1})
+    republish(tool_caps={"get_account": 1})
     run = start(operator, "How healthy are Acme Corp and Globex?")  # two get_account lookups, one allowed
     assert run["status"] == "succeeded" and run["refused"] == {"count": 1, "kinds": ["tool_cap"]}
     [refused] = _receipt_body(compliance, run)["refused"]
@@ -213,7 +202,7 @@ def test_a_call_over_its_tools_cap_is_a_tool_cap_refusal(operator, compliance):
 def test_a_budget_extension_refused_is_a_budget_denied_refusal(operator, approver, compliance, decide):
     from django.contrib.auth.models import Group
 
-    _republish(max_turns=1, budget_role=Group.objects.get(name="secops"))
+    republish(max_turns=1, budget_role=Group.objects.get(name="secops"))
     run = start(operator, "How healthy is Acme Corp?")
     assert run["status"] == "awaiting_budget"
     request = ApprovalRequest.objects.get(run_id=run["id"], kind="budget", status="pending")

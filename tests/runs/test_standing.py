@@ -13,12 +13,12 @@ from agents.models import SentEmail
 from core.api_errors import Forbidden
 from governance.models import Policy
 from runs import services
-from runs.models import ApprovalRequest, Run, StandingApproval, StandingApprovalUse
+from runs.models import ApprovalRequest, StandingApproval, StandingApprovalUse
 from runs.outbox import side_effect_execute
 from runs.standing import InvalidStanding, matches, pattern_problems, standing_grant, standing_revoke, standing_use
 from runs.verification_receipt import receipt_verify
 from tests import factories
-from tests.runs.helpers import events
+from tests.runs.helpers import advance, events, run_script
 
 pytestmark = pytest.mark.django_db
 
@@ -110,21 +110,13 @@ def test_a_quorum_policy_cannot_be_stood_in_for(demo):
 # --- at call time ----------------------------------------------------------------------------------
 
 
-def _run(script: dict, caller: str = "operator") -> Run:
-    run, _ = services.run_start(agent_slug="replayer", input_text=json.dumps(script),
-                                caller=User.objects.get(username=caller))
-    services.run_advance(run_id=run.id)
-    run.refresh_from_db()
-    return run
-
-
 def _emails(*arguments) -> dict:
     return {"turns": [[{"name": "send_email", "arguments": a}] for a in arguments]}
 
 
 def test_a_matching_call_runs_without_asking_and_the_trace_and_receipt_name_the_standing_approval(replay_agent):
     granted = _grant()
-    run = _run(_emails(EMAIL))
+    run = run_script(_emails(EMAIL))
     assert run.status == "succeeded" and SentEmail.objects.count() == 1
     assert not ApprovalRequest.objects.filter(run=run).exists()
     [call] = [e for e in events(run.id, "tool_call") if e["name"] == "send_email"]
@@ -148,7 +140,7 @@ def test_a_matching_call_runs_without_asking_and_the_trace_and_receipt_name_the_
 
 def test_one_character_different_asks_people(replay_agent):
     granted = _grant()
-    run = _run(_emails(EMAIL | {"to": "dana.whitfield@example.co"}))
+    run = run_script(_emails(EMAIL | {"to": "dana.whitfield@example.co"}))
     assert run.status == "awaiting_approval" and SentEmail.objects.count() == 0
     assert ApprovalRequest.objects.get(run=run).approver_role.name == "secops"
     assert not events(run.id, "standing_approval_used") and StandingApproval.objects.get(id=granted.id).uses == 0
@@ -156,11 +148,11 @@ def test_one_character_different_asks_people(replay_agent):
 
 def test_an_allow_list_covers_each_listed_value_and_an_agent_scope_binds(replay_agent):
     _grant(arguments=EXACT | {"subject": {"in": ["Renewal", "Welcome"]}}, agent="replayer")
-    run = _run(_emails(EMAIL, EMAIL | {"subject": "Welcome"}))
+    run = run_script(_emails(EMAIL, EMAIL | {"subject": "Welcome"}))
     assert run.status == "succeeded" and SentEmail.objects.count() == 2
     assert StandingApproval.objects.get().uses == 2  # two calls, two uses
     StandingApproval.objects.update(agent=factories.agent("other-agent"))
-    assert _run(_emails(EMAIL)).status == "awaiting_approval"
+    assert run_script(_emails(EMAIL)).status == "awaiting_approval"
 
 
 def test_a_step_delivered_again_counts_its_call_once(replay_agent, settings):
@@ -179,9 +171,7 @@ def test_a_step_delivered_again_counts_its_call_once(replay_agent, settings):
                         approval_id=None)
     assert StandingApproval.objects.get(id=granted.id).uses == 1 and SentEmail.objects.count() == 1
 
-    while run.status in ("queued", "running"):  # the redelivered step, then the model's answer
-        services.run_advance(run_id=run.id)
-        run.refresh_from_db()
+    run = advance(run)  # the redelivered step, then the model's answer
     assert run.status == "succeeded" and SentEmail.objects.count() == 1
     assert StandingApproval.objects.get(id=granted.id).uses == 1
     assert list(StandingApprovalUse.objects.values_list("run_id", "call_id")) == [(run.id, call["id"])]
@@ -193,7 +183,7 @@ def test_a_revocation_mid_run_takes_effect_at_the_next_call(replay_agent):
     script = {"turns": [[{"name": "send_email", "arguments": EMAIL}],
                         [{"name": "delete_account", "arguments": {"account_id": "A-400"}}],
                         [{"name": "send_email", "arguments": EMAIL}]]}
-    run = _run(script)
+    run = run_script(script)
     assert run.status == "awaiting_approval" and SentEmail.objects.count() == 1  # the first ran under it
     assert ApprovalRequest.objects.get(run=run, status="pending").tool == "delete_account"
     standing_revoke(standing_id=granted.id, user=User.objects.get(username="approver"), reason="stop")
@@ -211,12 +201,12 @@ def test_a_revocation_mid_run_takes_effect_at_the_next_call(replay_agent):
 def test_an_expired_standing_approval_answers_nothing(replay_agent):
     granted = _grant()
     StandingApproval.objects.filter(id=granted.id).update(expires_at=timezone.now() - timedelta(seconds=1))
-    assert _run(_emails(EMAIL)).status == "awaiting_approval"
+    assert run_script(_emails(EMAIL)).status == "awaiting_approval"
 
 
 def test_a_tainted_run_never_uses_one(replay_agent):
     granted = _grant()
-    run = _run({"turns": [[{"name": "list_open_tickets", "arguments": {"account_id": "A-100"}}],
+    run = run_script({"turns": [[{"name": "list_open_tickets", "arguments": {"account_id": "A-100"}}],
                           [{"name": "send_email", "arguments": EMAIL}]]})
     assert run.tainted and run.status == "awaiting_approval" and SentEmail.objects.count() == 0
     assert not events(run.id, "standing_approval_used") and StandingApproval.objects.get(id=granted.id).uses == 0
@@ -225,14 +215,14 @@ def test_a_tainted_run_never_uses_one(replay_agent):
 def test_it_never_applies_to_the_granters_own_run(replay_agent):
     both = factories.user("both", roles=("operators", "secops"))
     _grant(both)
-    assert _run(_emails(EMAIL), caller="both").status == "awaiting_approval"
-    assert _run(_emails(EMAIL)).status == "succeeded"  # someone else's run: it answers
+    assert run_script(_emails(EMAIL), user="both").status == "awaiting_approval"
+    assert run_script(_emails(EMAIL)).status == "succeeded"  # someone else's run: it answers
 
 
 def test_a_granter_who_left_the_role_no_longer_stands_behind_it(replay_agent):
     _grant()
     User.objects.get(username="approver").groups.remove(Group.objects.get(name="secops"))
-    assert _run(_emails(EMAIL)).status == "awaiting_approval"
+    assert run_script(_emails(EMAIL)).status == "awaiting_approval"
 
 
 def test_it_answers_only_a_policy_that_asks_its_own_role(replay_agent):
@@ -240,14 +230,14 @@ def test_it_answers_only_a_policy_that_asks_its_own_role(replay_agent):
     factories.policy("legal-reviews-email", type="tool_approval", target_tools=["send_email"], approver_role="legal",
                      priority=50)
     _grant(legal, role="legal")
-    run = _run(_emails(EMAIL))  # secops's policy (priority 10) asks first: a legal yes is no answer to it
+    run = run_script(_emails(EMAIL))  # secops's policy (priority 10) asks first: a legal yes is no answer to it
     assert run.status == "awaiting_approval" and ApprovalRequest.objects.get(run=run).approver_role.name == "secops"
 
 
 def test_a_policy_raised_to_a_quorum_after_the_grant_asks_people(replay_agent):
     _grant()
     Policy.objects.filter(name="side-effects-need-secops").update(quorum=2)
-    assert _run(_emails(EMAIL)).status == "awaiting_approval"
+    assert run_script(_emails(EMAIL)).status == "awaiting_approval"
 
 
 def test_an_eval_never_uses_one(replay_agent):
@@ -271,6 +261,6 @@ def test_an_eval_never_uses_one(replay_agent):
 def test_a_secret_or_a_look_alike_address_asks_people_even_when_the_pattern_allows_it(replay_agent, changed):
     arguments = EMAIL | changed
     granted = _grant(arguments={name: {"equals": value} for name, value in arguments.items()})
-    run = _run(_emails(arguments))
+    run = run_script(_emails(arguments))
     assert run.status == "awaiting_approval" and SentEmail.objects.count() == 0
     assert StandingApproval.objects.get(id=granted.id).uses == 0

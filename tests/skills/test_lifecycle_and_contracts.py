@@ -13,11 +13,11 @@ from rest_framework.test import APIClient
 from agents.models import Agent, ModelProfile, Tool
 from agents.services import agent_publish
 from governance.tokens import token_issue
-from runs import services
 from runs.models import Receipt
 from skills.models import Skill
 from skills.parser import SkillFormatError, parse_skill_md
 from skills.services import skill_import
+from tests.runs.helpers import run_script
 
 pytestmark = pytest.mark.django_db
 
@@ -118,15 +118,7 @@ def replay(demo):
                                  model_profile=profile)
     agent.tools.set(Tool.objects.all())
     agent_publish(agent=agent)
-
-    def run(script: dict):
-        run, _ = services.run_start(agent_slug="replayer", input_text=json.dumps(script),
-                                    caller=User.objects.get(username="operator"))
-        services.run_advance(run_id=run.id)
-        run.refresh_from_db()
-        return run
-
-    return run
+    return run_script
 
 
 def _events(run, kind):

@@ -1,7 +1,6 @@
 """Real tool sources for the tests: MCP servers from PyPI and npm, started here on loopback."""
 
 import fcntl
-import json
 import os
 import shutil
 import socket
@@ -11,9 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import User
 
-from runs import services
 from runs.models import Run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,23 +121,6 @@ def child_processes() -> list[int]:
         if int(fields[1]) == os.getpid() and fields[0] != "Z":
             found.append(int(entry))
     return found
-
-
-def run_script(script: dict, *, user: str = "operator") -> Run:
-    run, _ = services.run_start(agent_slug="replayer", input_text=json.dumps(script),
-                                caller=User.objects.get(username=user))
-    return advance(run)
-
-
-def advance(run: Run) -> Run:
-    """Advance the run as workers would: one whose time slice ran out (a slow server start on a busy
-    machine) is queued again and picked up by the next delivery."""
-    for _ in range(20):
-        services.run_advance(run_id=run.id)
-        run.refresh_from_db()
-        if run.status not in ("queued", "running"):
-            break
-    return run
 
 
 def tool_events(run: Run) -> list[dict]:

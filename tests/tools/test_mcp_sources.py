@@ -16,7 +16,8 @@ from governance.models import ToolGrant
 from governance.services import grant_create, policy_create
 from runs.models import ApprovalRequest
 from tests.factories import carry
-from tests.tools.conftest import advance, child_processes, run_script, shown, time_server_command, tool_events
+from tests.runs.helpers import advance, run_script
+from tests.tools.conftest import child_processes, shown, time_server_command, tool_events
 
 pytestmark = pytest.mark.django_db
 

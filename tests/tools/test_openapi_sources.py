@@ -17,7 +17,8 @@ from governance.services import grant_create
 from governance.tokens import token_issue
 from runs.models import ApprovalRequest, SideEffect
 from tests.factories import carry
-from tests.tools.conftest import advance, run_script, shown, tool_events
+from tests.runs.helpers import advance, run_script
+from tests.tools.conftest import shown, tool_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,7 +18,8 @@ from governance.services import grant_create
 from tests.factories import carry
 from tests import factories
 from tests.tools import pyfuncs
-from tests.tools.conftest import run_script, shown, tool_events
+from tests.runs.helpers import run_script
+from tests.tools.conftest import shown, tool_events
 
 pytestmark = pytest.mark.django_db
 
