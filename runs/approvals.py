@@ -143,6 +143,7 @@ def _record_decision(run: Run, approval: ApprovalRequest, *, user, approve: bool
         "approval_id": str(approval.id), "tool": approval.tool, "decision": decision,
         "decided_by": user.get_username(), "role": approval.approver_role.name, "reason": reason,
         "decided_via": via, "approvals": approval.approvals_count, "quorum": approval.quorum}))
+    notify.approval_recorded(approval, by=user)  # the others who may still decide are told, after commit
 
 
 def _approved_by(approval: ApprovalRequest) -> list[str]:

@@ -389,3 +389,7 @@ class ReceiptAccess(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"{self.username} {self.get_action_display()} {self.count} receipt(s)"
+
+
+# In a module of its own (this one is near the size limit), imported here so Django finds it.
+from runs.notice_models import NoticeRetry  # noqa: E402,F401

@@ -1,6 +1,7 @@
-"""Telling people about approval requests: raised, escalated, about to expire, decided.
+"""Telling people about approval requests: raised, approved short of its quorum, escalated, about
+to expire, decided.
 
-Who is told: for a request that waits (raised, escalated, expiring), the active members of its
+Who is told: for a request that waits (raised, recorded, escalated, expiring), the active members of its
 approver role with an email address who may decide it now (runs.approvals.check_approval_decide:
 never the run's caller, nor anyone the caller set up, nor anyone who already decided); for a
 decision, the run's caller. An optional webhook gets the same facts (runs.notify_webhook).
@@ -14,7 +15,8 @@ may see the request.
 When: after the transaction that raised, moved or closed the request commits
 (transaction.on_commit), so a rolled-back park tells no one; read again then, so a request decided
 in the meantime is not announced as waiting. Sending never raises into a run or a decision: a mail
-server or webhook that fails is logged and counted (FAILURES), and nothing is retried.
+server or webhook that fails is logged and counted (FAILURES), and the failed notice is recorded
+(runs.notice_models.NoticeRetry) for the reconciler to send again with backoff (runs.notify_retry).
 
 Settings (warrant/mail_config.py): Django's EMAIL_* and DEFAULT_FROM_EMAIL; WARRANT_PUBLIC_URL, the
 address people reach the workbench at (links need it absolute); WARRANT_NOTIFY_REMIND_SECONDS, the
@@ -44,7 +46,7 @@ logger = logging.getLogger(__name__)
 FAILURES: Counter = Counter()
 SENT: Counter = Counter()
 
-RAISED, ESCALATED, EXPIRING, DECIDED = "requested", "escalated", "expiring", "decided"
+RAISED, RECORDED, ESCALATED, EXPIRING, DECIDED = "requested", "recorded", "escalated", "expiring", "decided"
 REMIND_FRACTION = 0.1
 
 
@@ -62,6 +64,12 @@ def _remind_cap_seconds() -> float:
 def approval_raised(approval: ApprovalRequest) -> None:
     """A request was created (a parked call, or a budget extension): its approvers are told."""
     _after_commit(RAISED, approval.pk)
+
+
+def approval_recorded(approval: ApprovalRequest, *, by) -> None:
+    """An approval landed short of the quorum: the others who may still decide learn that one of N
+    approved, and who."""
+    _after_commit(RECORDED, approval.pk, by=by.get_username())
 
 
 def approval_escalated(approval: ApprovalRequest) -> None:
@@ -100,26 +108,49 @@ def remind_expiring(now=None) -> int:
 # --- who, what, and sending ----------------------------------------------------------------------
 
 
-def _after_commit(event: str, approval_id) -> None:
-    transaction.on_commit(lambda: _send(event, approval_id), robust=True)
+def _after_commit(event: str, approval_id, by: str = "") -> None:
+    transaction.on_commit(lambda: _send(event, approval_id, by), robust=True)
 
 
-def _send(event: str, approval_id) -> None:
+def _send(event: str, approval_id, by: str = "") -> None:
     try:
-        approval = _read(approval_id)
+        approval = read_request(approval_id)
         if approval is None or (event != DECIDED and approval.status != ApprovalRequest.Status.PENDING):
             return  # decided (or gone) before the news went out: nothing is waiting any more
-        recipients = [approval.run.caller] if event == DECIDED else approvers(approval)
-        messages = [_message(event, approval, user) for user in recipients
-                    if user.is_active and user.email]
-        _mail(event, messages)
-        notify_webhook.deliver(facts(event, approval), counts=(SENT, FAILURES))
+        users = [user for user in recipients(event, approval) if user.is_active and user.email]
+        failed = mail(event, [(user, message(event, approval, user, by=by)) for user in users])
+        problems: list[str] = []
+        if not notify_webhook.deliver(facts(event, approval, by=by), counts=(SENT, FAILURES), problems=problems) \
+                and problems:
+            failed.append((None, problems[0]))
+        if failed:
+            _keep_for_retry(event, approval, failed, by=by)
     except Exception:  # a notification never breaks the run or the decision it follows
         FAILURES["notify"] += 1
         logger.exception("notify: the %s notice for approval %s failed", event, approval_id)
 
 
-def _read(approval_id) -> ApprovalRequest | None:
+def recipients(event: str, approval: ApprovalRequest) -> list:
+    """Who `event` tells: the run's caller of a decision, else who may decide the request now."""
+    return [approval.run.caller] if event == DECIDED else approvers(approval)
+
+
+RETRY_FIRST_SECONDS = 60
+
+
+def _keep_for_retry(event: str, approval: ApprovalRequest, failed: list, *, by: str) -> None:
+    """Record each failed send (a mail's recipient, or None for the webhook) for runs.notify_retry."""
+    from runs.notice_models import NoticeRetry
+
+    first = timezone.now() + timedelta(seconds=RETRY_FIRST_SECONDS)
+    NoticeRetry.objects.bulk_create([
+        NoticeRetry(approval_id=approval.pk, event=event, recipient=user, by=by, next_attempt_at=first,
+                    channel=NoticeRetry.Channel.MAIL if user is not None else NoticeRetry.Channel.WEBHOOK,
+                    last_error=error[:300])
+        for user, error in failed])
+
+
+def read_request(approval_id) -> ApprovalRequest | None:
     approval = (ApprovalRequest.objects.select_related("run__agent", "run__caller", "approver_role",
                                                        "escalated_from_role", "decided_by")
                 .defer("run__state", "run__snapshot", "arguments", "model_rationale").filter(id=approval_id).first())
@@ -155,10 +186,11 @@ def _what(approval: ApprovalRequest) -> str:
     return f"the tool call {approval.tool}"
 
 
-def facts(event: str, approval: ApprovalRequest) -> dict:
+def facts(event: str, approval: ApprovalRequest, *, by: str = "") -> dict:
     """What every notice of `event` may say: no arguments, no model text, no budget figures."""
     run = approval.run
-    return {
+    said = {"approved_by": by} if event == RECORDED else {}
+    return said | {
         "event": f"approval.{event}", "approval_id": str(approval.pk), "run_id": str(run.pk),
         "kind": approval.kind, "tool": approval.tool, "agent": run.agent.slug,
         "approver_role": approval.approver_role.name,
@@ -180,16 +212,18 @@ def run_link(run_id) -> str:
 
 _SUBJECTS = {
     RAISED: "Approval needed: {what} for run {run}",
+    RECORDED: "{count} of {quorum} approvals: {what} for run {run}",
     ESCALATED: "Escalated to {role}: {what} for run {run}",
     EXPIRING: "Expires soon: {what} for run {run}",
     DECIDED: "{status}: {what} for your run {run}",
 }
 
 
-def _message(event: str, approval: ApprovalRequest, user) -> EmailMessage:
+def message(event: str, approval: ApprovalRequest, user, *, by: str = "") -> EmailMessage:
     run, what = approval.run, _what(approval)
     subject = "[Warrant] " + _SUBJECTS[event].format(
-        what=what, run=str(run.pk)[:8], role=approval.approver_role.name, status=approval.status.capitalize())
+        what=what, run=str(run.pk)[:8], role=approval.approver_role.name, status=approval.status.capitalize(),
+        count=approval.approvals_count, quorum=approval.quorum)
     lines = [f"Hello {user.get_username()},", ""]
     if event == DECIDED:
         lines += [f"The request for {what} in your run was {approval.status}{_by(approval)}.", ""]
@@ -198,6 +232,10 @@ def _message(event: str, approval: ApprovalRequest, user) -> EmailMessage:
     elif event == ESCALATED:
         origin = approval.escalated_from_role.name if approval.escalated_from_role else "its first role"
         lines += [f"No one in {origin} decided in time: {what} now waits for {approval.approver_role.name}.", ""]
+    elif event == RECORDED:
+        left = approval.quorum - approval.approvals_count
+        lines += [f"{by or 'Someone'} approved {what}: {approval.approvals_count} of {approval.quorum} approvals. "
+                  f"It waits for {left} more from {approval.approver_role.name}; one denial denies it.", ""]
     elif event == EXPIRING:
         lines += [f"{what[0].upper()}{what[1:]} still waits for a decision, and expires soon.", ""]
     else:
@@ -230,10 +268,11 @@ def _by(approval: ApprovalRequest) -> str:
     return f" by {approval.decided_by.get_username()}" if approval.decided_by else ""
 
 
-def _mail(event: str, messages: list[EmailMessage]) -> None:
-    """One message per recipient (no one learns who else was told); a failure costs that one."""
+def mail(event: str, messages: list[tuple]) -> list[tuple]:
+    """Send (user, message) pairs, one message per recipient (no one learns who else was told); a
+    failure costs that one. The (user, why) of each that was not sent."""
     if not messages:
-        return
+        return []
     try:
         # Django's EMAIL_TIMEOUT (warrant/mail_config.py), or 10 s where none is set: a notice
         # never waits on a silent mail server for ever.
@@ -243,17 +282,20 @@ def _mail(event: str, messages: list[EmailMessage]) -> None:
         FAILURES["mail"] += len(messages)
         logger.warning("notify: no mail connection for the %s notice (%d message(s) not sent): %s: %s", event,
                        len(messages), type(exc).__name__, exc)
-        return
+        return [(user, f"no mail connection: {type(exc).__name__}: {exc}") for user, _ in messages]
+    failed = []
     try:
-        for message in messages:
+        for user, email in messages:
             try:
-                connection.send_messages([message])
+                connection.send_messages([email])
                 SENT["mail"] += 1
             except Exception as exc:
                 FAILURES["mail"] += 1
                 logger.warning("notify: the %s mail was not sent: %s: %s", event, type(exc).__name__, exc)
+                failed.append((user, f"{type(exc).__name__}: {exc}"))
     finally:
         try:
             connection.close()
         except Exception:
             logger.warning("notify: closing the mail connection failed", exc_info=True)
+    return failed

@@ -52,15 +52,18 @@ def verify(secret: str, timestamp: str, body: bytes, signature: str, *, now: flo
     return age <= tolerance_seconds and hmac.compare_digest(sign(secret, timestamp, body), signature)
 
 
-def deliver(facts: dict, *, counts: tuple) -> bool:
+def deliver(facts: dict, *, counts: tuple, problems: list | None = None) -> bool:
     """POST `facts` if a webhook is configured; True when it answered 2xx. Never raises: a
-    failure is logged and added to counts[1]["webhook"] (a success to counts[0])."""
+    failure is logged, added to counts[1]["webhook"] (a success to counts[0]) and said in
+    `problems` (why, without the URL), so the caller may keep it to retry. Not configured: False,
+    and no problem."""
     url = setting("WARRANT_NOTIFY_WEBHOOK_URL", "")
     if not url:
         return False
     sent, failures = counts
     secret = setting("WARRANT_NOTIFY_WEBHOOK_SECRET", "")
     if not secret:
+        # Not retried: a configuration that a retry cannot mend, and logged as an error each time.
         failures["webhook"] += 1
         logger.error("notify: WARRANT_NOTIFY_WEBHOOK_URL is set without WARRANT_NOTIFY_WEBHOOK_SECRET; "
                      "the %s notice was not sent", facts.get("event"))
@@ -78,10 +81,18 @@ def deliver(facts: dict, *, counts: tuple) -> bool:
         failures["webhook"] += 1
         # The URL is not logged (it may carry a token); the reason is.
         logger.warning("notify: the webhook was not reached for the %s notice: %s", facts.get("event"), exc)
+        if not isinstance(exc, egress.EgressRefused):  # a host off the allow-list stays off it: no retry
+            _say(problems, f"not reached: {type(exc).__name__}: {exc}")
         return False
     if not 200 <= response.status_code < 300:
         failures["webhook"] += 1
         logger.warning("notify: the webhook answered %s to the %s notice", response.status_code, facts.get("event"))
+        _say(problems, f"answered {response.status_code}")
         return False
     sent["webhook"] += 1
     return True
+
+
+def _say(problems: list | None, why: str) -> None:
+    if problems is not None:
+        problems.append(why)

@@ -1,4 +1,5 @@
-"""The reconciler: overdue approval requests escalate or expire, and lost work goes back on the queue.
+"""The reconciler: overdue approval requests escalate or expire, failed notices are sent again, and
+lost work goes back on the queue.
 
 Celery beat runs it (runs.run_reconcile) where there is a broker, and so does a ticker in every
 worker; without one, the embedded ticker does (runs.ticker). Never a read: looking at a run or a
@@ -21,6 +22,7 @@ from django.utils import timezone
 from runs.approvals import approval_escalate_due, approval_expire_due
 from runs.models import Run
 from runs.notify import remind_expiring
+from runs.notify_retry import retry_due
 from runs.queue import enqueue
 from runs.states import RunStatus
 from runs.witness import witness_catch_up
@@ -39,7 +41,7 @@ def run_reconcile(*, queued_grace_seconds: int | None = None, now=None) -> dict:
     with _one_at_a_time() as ours:
         if not ours:
             return {"skipped": True, "expired_approvals": 0, "escalated_approvals": 0, "reminded_approvals": 0,
-                    "lost_leases": 0, "stale_queued": 0, "witness": None}
+                    "notices_retried": None, "lost_leases": 0, "stale_queued": 0, "witness": None}
         return _reconcile(queued_grace_seconds, approvals_now=now)
 
 
@@ -51,6 +53,7 @@ def _reconcile(queued_grace_seconds: int | None, *, approvals_now=None) -> dict:
     expired = approval_expire_due(now=approvals_now)
     escalated = approval_escalate_due(now=approvals_now)
     reminded = remind_expiring(now)  # their approvers told once, before they expire
+    notices = retry_due(now)  # notices that failed, sent again with backoff (runs.notify_retry)
     lapsed = Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now).values_list("id", "lease_owner")
     lost = [run_id for run_id, owner in lapsed if not _runs_here(owner)]
     # A broker whose queue is empty holds no message for any queued run: one queued for more than
@@ -66,7 +69,7 @@ def _reconcile(queued_grace_seconds: int | None, *, approvals_now=None) -> dict:
     # A witness sink that was down when runs sealed is brought up to the chain's head.
     caught_up = witness_catch_up()
     return {"expired_approvals": expired, "escalated_approvals": escalated, "reminded_approvals": reminded,
-            "lost_leases": len(lost),
+            "notices_retried": notices, "lost_leases": len(lost),
             "stale_queued": len(stale), "witness": caught_up}
 
 

@@ -91,7 +91,7 @@ def _tick_forever(seconds: float, jitter: float = 0.0, jobs: bool = False) -> No
         try:
             done = run_reconcile()
             if (done.get("expired_approvals") or done.get("escalated_approvals") or done.get("lost_leases")
-                    or done.get("stale_queued")):
+                    or done.get("stale_queued") or any((done.get("notices_retried") or {}).values())):
                 logger.info("reconciler: %s", done)
         except Exception:  # a tick that fails (a locked database, a bug) must not end the ticker
             logger.exception("the embedded reconciler's tick failed; the next one tries again")

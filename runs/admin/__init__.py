@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
 
-from runs.admin import approval_queue, receipt_pages, run_pages, standing  # noqa: F401  (they register their admins)
+from runs.admin import approval_queue, notices, receipt_pages, run_pages, standing  # noqa: F401  (they register their admins)
 
 
 class WorkbenchLoginForm(AdminAuthenticationForm):
