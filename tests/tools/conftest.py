@@ -10,21 +10,24 @@ import time
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import Group
 
+from agents import sources
+from agents.models import Tool
+from agents.tools.dispatcher import dispatch
+from agents.tools.envelopes import ToolContext
+from governance.services import grant_create
 from runs.models import Run
+from tests.browser.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 NPM_DIR = ROOT / "var" / "test-mcp-npm"
 EVERYTHING = NPM_DIR / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 # Free loopback ports, so that two runs of the suite on one machine never collide.
-EVERYTHING_HTTP_PORT = _free_port()
+EVERYTHING_HTTP_PORT = free_port()
 # pytest-django's live_server (Warrant's own API, the OpenAPI service of these tests): loopback, a free port.
 os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", "127.0.0.1")
 # The everything server listens on every interface; this preload pins Node's listen() to loopback.
@@ -129,3 +132,20 @@ def tool_events(run: Run) -> list[dict]:
 
 def shown(run: Run) -> list[str]:
     return [name for e in run.events.filter(kind="model_call").order_by("seq") for name in e.data["tools_shown"]]
+
+
+CTX = ToolContext(run_id="r-1", caller="operator")
+
+
+@pytest.fixture
+def add(demo) -> dict:
+    """py__add from a Python source, enabled, granted to operators, called once (so its row is kept):
+    the spec dispatch takes."""
+    source = sources.tool_source_create(values={"name": "py", "kind": "python", "path": "tests.tools.pyfuncs"})
+    sources.tool_source_sync(source=source)
+    Tool.objects.filter(name="py__add").update(enabled=True)
+    grant_create(role=Group.objects.get(name="operators"), tool=Tool.objects.get(name="py__add"))
+    tool = Tool.objects.get(name="py__add")
+    spec = tool.spec() | {"handler": tool.handler, "timeout_seconds": tool.timeout_seconds}
+    assert dispatch(tool=spec, arguments={"a": 1}, ctx=CTX) == {"ok": True, "data": 3}
+    return spec

@@ -7,35 +7,15 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents import sources
 from agents.models import Tool, ToolSource
 from agents.tools.dispatcher import dispatch
-from agents.tools.envelopes import ToolContext
 from core import stamp
 from governance.models import ToolGrant
 from governance.selectors import granted_tool_names
 from governance.services import grant_create
+from tests.tools.conftest import CTX
 
 pytestmark = pytest.mark.django_db
-
-CTX = ToolContext(run_id="r-1", caller="operator")
-
-
-def _spec(name: str) -> dict:
-    tool = Tool.objects.get(name=name)
-    return tool.spec() | {"handler": tool.handler, "timeout_seconds": tool.timeout_seconds}
-
-
-@pytest.fixture
-def add(demo) -> dict:
-    """py__add from a Python source, enabled, granted to operators, called once (so its row is kept)."""
-    source = sources.tool_source_create(values={"name": "py", "kind": "python", "path": "tests.tools.pyfuncs"})
-    sources.tool_source_sync(source=source)
-    Tool.objects.filter(name="py__add").update(enabled=True)
-    grant_create(role=Group.objects.get(name="operators"), tool=Tool.objects.get(name="py__add"))
-    spec = _spec("py__add")
-    assert dispatch(tool=spec, arguments={"a": 1}, ctx=CTX) == {"ok": True, "data": 3}
-    return spec
 
 
 def test_a_kept_tool_row_costs_one_stamp_read(add):

@@ -3,35 +3,24 @@ dispatcher's live row check of the same call may use that reading instead of its
 still seen by the very next call, which reads the stamp again."""
 
 import pytest
-from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents import sources
 from agents.models import Tool
 from agents.tools.dispatcher import dispatch
-from agents.tools.envelopes import ToolContext
 from core import stamp
 from governance.selectors import granted_tool_names
-from governance.services import grant_create
+from tests.tools.conftest import CTX
 
 pytestmark = pytest.mark.django_db
 
-CTX = ToolContext(run_id="r-1", caller="operator")
 STAMP_READ = f"SELECT stamp FROM {stamp.STAMP_TABLE} WHERE id = 1"
 
 
 @pytest.fixture
-def add(demo) -> dict:
-    source = sources.tool_source_create(values={"name": "py", "kind": "python", "path": "tests.tools.pyfuncs"})
-    sources.tool_source_sync(source=source)
-    Tool.objects.filter(name="py__add").update(enabled=True)
-    grant_create(role=Group.objects.get(name="operators"), tool=Tool.objects.get(name="py__add"))
-    tool = Tool.objects.get(name="py__add")
-    spec = tool.spec() | {"handler": tool.handler, "timeout_seconds": tool.timeout_seconds}
+def add(add) -> dict:
     assert "py__add" in granted_tool_names(role_names=["operators"])  # both answers kept from here on
-    assert dispatch(tool=spec, arguments={"a": 1}, ctx=CTX) == {"ok": True, "data": 3}
-    return spec
+    return add
 
 
 def test_the_grant_check_and_the_dispatch_of_one_call_share_one_stamp_read(add):
