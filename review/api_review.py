@@ -15,6 +15,7 @@ from agents.models import Agent
 from core.api_errors import Conflict
 from core.api_fields import StrictFieldsMixin, StrictSerializer
 from core.api_views import PaginatedList, errors
+from governance.tokens import auth_via
 from review.models import ReviewItem, ReviewRecord, SamplingRule, Trigger
 from review.records import MAX_NOTE, refusal, review_assign, review_submit, user_named
 from review.verification import review_verify_chain
@@ -260,11 +261,6 @@ class RecordInputSerializer(StrictSerializer):
         ref_name = "ReviewRecordInput"
 
 
-def _via(request) -> str:
-    public_id = getattr(request.auth, "public_id", None)
-    return f"token:{public_id}" if public_id else "session"
-
-
 class RecordCreateApi(GenericAPIView):
     permission_classes = [ReviewsCompliance]
     serializer_class = RecordInputSerializer
@@ -282,7 +278,7 @@ class RecordCreateApi(GenericAPIView):
         serializer.is_valid(raise_exception=True)
         values = dict(serializer.validated_data)
         values["kind"] = values.pop("record_kind")
-        record = review_submit(item=item, reviewer=request.user, via=_via(request), **values)
+        record = review_submit(item=item, reviewer=request.user, via=auth_via(request), **values)
         return Response(RecordSerializer(record).data, status=status.HTTP_201_CREATED)
 
 
