@@ -32,9 +32,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from core import egress
 from runs import signing
 from runs.models import Receipt, ReceiptCheckpoint, WitnessSink
-from core import egress
 from warrant_verify.messages import checkpoint_message
 from warrant_verify.review_chain import REVIEW_CHECKPOINT_KIND
 

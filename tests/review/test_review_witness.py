@@ -118,7 +118,9 @@ def test_each_review_record_s_head_is_witnessed_and_everything_verifies(witnesse
     checked = review_verify_chain()
     assert checked.valid, checked.failures
     assert "match the witness's 2 review checkpoints" in checked.reason
-    call_command("review_check", stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("review_check", stdout=out)
+    assert "review witness file: #2 of #2 (current)" in out.getvalue()
     call_command("verify_receipts", stdout=io.StringIO())  # the receipts' check reads only its own lines
     status, out = _offline(witnessed, with_witness=True)
     assert status == 0, out

@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from review.completeness import fill_gaps, sampling_gaps
 from review.verification import review_verify_chain
+from runs.witness import witness_status
 
 
 class Command(BaseCommand):
@@ -18,6 +19,11 @@ class Command(BaseCommand):
         self.stdout.write(f"review chain: {'VALID' if chain.valid else 'INVALID'}: {chain.reason}")
         for problem in chain.failures:
             self.stdout.write(f"  {problem}")
+        # Where each witness sink stands on the review chain (the reconciler catches them up).
+        review = witness_status().get("review") or {"sinks": {}}
+        for name, sink in review["sinks"].items():
+            state = "current" if sink["ok"] and not sink["behind_records"] else (sink["error"] or "behind")
+            self.stdout.write(f"review witness {name}: #{sink['delivered_seq']} of #{review['head_seq']} ({state})")
         gaps = sampling_gaps()
         for gap in gaps:
             why = "; ".join(f"{r['rule']}: {r['reason']}" for r in gap.reasons)
