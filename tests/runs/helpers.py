@@ -34,6 +34,14 @@ def advance(run: Run) -> Run:
     return run
 
 
+def parked(text: str = "Delete the account Initech.", *, user: str = "operator"):
+    """A run of the demo's crm-assistant on `text` that parks for approval: (run, its pending request)."""
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text=text, caller=User.objects.get(username=user))
+    run = advance(run)
+    assert run.status == "awaiting_approval", run.status
+    return run, run.approvals.get(status="pending")
+
+
 def republish(slug: str = "crm-assistant", **changes):
     """Change the agent's draft and publish it (new runs use the new version): the version."""
     from agents.models import Agent

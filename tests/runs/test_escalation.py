@@ -14,10 +14,10 @@ from governance import services as governance_services
 from governance.models import Policy
 from runs import services
 from runs.approvals import approval_decide
-from runs.models import ApprovalRequest, Receipt, Run
+from runs.models import ApprovalRequest, Receipt
 from runs.verification import receipt_verify_chain
 from tests import factories
-from tests.runs.helpers import events, tools_called
+from tests.runs.helpers import events, parked, tools_called
 
 pytestmark = pytest.mark.django_db
 
@@ -35,16 +35,8 @@ def leads(demo):
     return people | {"approver": User.objects.get(username="approver")}
 
 
-def _parked() -> tuple[Run, ApprovalRequest]:
-    run, _ = services.run_start(agent_slug="crm-assistant", input_text=DELETE, caller=User.objects.get(username="operator"))
-    services.run_advance(run_id=run.id)
-    run.refresh_from_db()
-    assert run.status == "awaiting_approval"
-    return run, run.approvals.get(status="pending")
-
-
 def test_a_request_not_decided_in_time_moves_to_the_escalation_role(leads, django_capture_on_commit_callbacks):
-    run, approval = _parked()
+    run, approval = parked()
     assert approval.escalate_to_role.name == LEADS
     assert abs((approval.escalate_at - approval.created_at).total_seconds() - 600) < 1
 
@@ -77,7 +69,7 @@ def test_a_request_not_decided_in_time_moves_to_the_escalation_role(leads, djang
 
 
 def test_the_queue_follows_the_escalation(leads, client):
-    _, approval = _parked()
+    _, approval = parked()
     client.force_login(leads["approver"])
     assert f"approval-{approval.id}" in client.get("/admin/runs/approvalrequest/queue/").content.decode()
     services.run_reconcile(now=approval.escalate_at)
@@ -89,7 +81,7 @@ def test_the_queue_follows_the_escalation(leads, client):
 
 def test_the_escalation_role_finds_the_whole_quorum_again(leads, django_capture_on_commit_callbacks):
     governance_services.policy_update(policy=Policy.objects.get(name="side-effects-need-secops"), values={"quorum": 2})
-    run, approval = _parked()
+    run, approval = parked()
     approval_decide(approval_id=approval.id, user=leads["approver"], approve=True, via="session")
     services.run_reconcile(now=approval.escalate_at)
     approval.refresh_from_db()
@@ -106,7 +98,7 @@ def test_the_escalation_role_finds_the_whole_quorum_again(leads, django_capture_
 
 
 def test_expiry_after_escalation_still_counts_as_denied(leads, django_capture_on_commit_callbacks):
-    run, approval = _parked()
+    run, approval = parked()
     services.run_reconcile(now=approval.escalate_at)
     with django_capture_on_commit_callbacks(execute=True):
         done = services.run_reconcile(now=approval.expires_at + timedelta(seconds=1))
@@ -120,7 +112,7 @@ def test_expiry_after_escalation_still_counts_as_denied(leads, django_capture_on
 
 
 def test_a_request_past_its_ttl_expires_rather_than_escalates(leads, django_capture_on_commit_callbacks):
-    _, approval = _parked()
+    _, approval = parked()
     with django_capture_on_commit_callbacks(execute=True):
         done = services.run_reconcile(now=approval.expires_at + timedelta(seconds=1))
     assert (done["expired_approvals"], done["escalated_approvals"]) == (1, 0)
@@ -129,7 +121,7 @@ def test_a_request_past_its_ttl_expires_rather_than_escalates(leads, django_capt
 
 
 def test_a_decided_request_does_not_escalate(leads, django_capture_on_commit_callbacks):
-    _, approval = _parked()
+    _, approval = parked()
     with django_capture_on_commit_callbacks(execute=True):
         approval_decide(approval_id=approval.id, user=leads["approver"], approve=False, reason="no", via="session")
     assert services.run_reconcile(now=approval.escalate_at)["escalated_approvals"] == 0
@@ -140,7 +132,7 @@ def test_a_decided_request_does_not_escalate(leads, django_capture_on_commit_cal
 
 
 def test_the_api_shows_where_an_escalated_request_came_from(leads, approver):
-    _, approval = _parked()
+    _, approval = parked()
     services.run_reconcile(now=approval.escalate_at)
     # The first role still reads it (and may filter for escalated ones), but no longer decides it.
     listed = approver.get("/api/v1/approvals/", {"escalated": "true"}).json()["results"]

@@ -14,18 +14,9 @@ from agents.tools.envelopes import ToolContext
 from runs import services
 from runs.models import ApprovalRequest, Run, SideEffect
 from runs.outbox import UnknownOutcome, delivery_note, idempotency_key, resend_safe, side_effect_execute
+from tests.runs.helpers import parked
 
 pytestmark = pytest.mark.django_db
-
-
-def _parked_delete(demo) -> Run:
-    # In a non-transactional test the on-commit enqueue never fires: nothing runs until we say so.
-    run, _ = services.run_start(agent_slug="crm-assistant", input_text="Delete the account Initech.",
-                                caller=User.objects.get(username="operator"))
-    services.run_advance(run_id=run.id)
-    run.refresh_from_db()
-    assert run.status == "awaiting_approval"
-    return run
 
 
 def _approve(run: Run) -> None:
@@ -34,7 +25,7 @@ def _approve(run: Run) -> None:
 
 
 def test_a_resume_delivered_twice_does_not_repeat_the_side_effect(demo):
-    run = _parked_delete(demo)
+    run, _ = parked()
     _approve(run)
     call = Run.objects.get(id=run.id).state["pending"][0]
     tool = run.snapshot["tools"]["delete_account"]
@@ -53,7 +44,7 @@ def test_a_resume_delivered_twice_does_not_repeat_the_side_effect(demo):
 
 
 def test_a_duplicate_message_for_a_finished_run_is_a_no_op(demo):
-    run = _parked_delete(demo)
+    run, _ = parked()
     _approve(run)
     services.run_advance(run_id=run.id)
     events_before = Run.objects.get(id=run.id).events.count()
@@ -62,7 +53,7 @@ def test_a_duplicate_message_for_a_finished_run_is_a_no_op(demo):
 
 
 def test_a_resumed_call_whose_arguments_changed_is_not_executed_and_parks_again(demo):
-    run = _parked_delete(demo)
+    run, _ = parked()
     _approve(run)
     state = Run.objects.get(id=run.id).state
     state["pending"][0]["arguments"] = {"account_id": "A-100"}
@@ -137,7 +128,7 @@ def _died_mid_call(run: Run) -> tuple[dict, dict]:
 
 
 def test_a_call_whose_worker_died_mid_call_is_not_sent_again_to_a_tool_that_cannot_dedupe(demo):
-    run = _parked_delete(demo)
+    run, _ = parked()
     _approve(run)
     _, found = _died_mid_call(run)
     services.run_advance(run_id=run.id)
@@ -167,7 +158,7 @@ def side_effect_execute_raises(run: Run, key: str) -> bool:
 
 def test_a_call_whose_worker_died_mid_call_is_sent_again_under_its_key_to_a_tool_that_honours_it(demo):
     Tool.objects.filter(name="delete_account").update(handler=f"{__name__}.keyed_delete")
-    run = _parked_delete(demo)
+    run, _ = parked()
     _approve(run)
     call, found = _died_mid_call(run)
     # The first send reached the tool before the worker died.

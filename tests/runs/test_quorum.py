@@ -12,10 +12,10 @@ from governance import services as governance_services
 from governance.models import Policy
 from runs import services
 from runs.approvals import approval_decide
-from runs.models import ApprovalDecision, ApprovalRequest, Receipt, Run
+from runs.models import ApprovalDecision, Receipt
 from runs.verification import receipt_verify_chain
 from tests import factories
-from tests.runs.helpers import events, tools_called
+from tests.runs.helpers import events, parked, tools_called
 
 pytestmark = pytest.mark.django_db
 
@@ -32,16 +32,8 @@ def two_of_secops(demo):
     return {name: User.objects.get(username=name) for name in ("approver", "approver2", "approver3")}
 
 
-def _parked(text: str = DELETE) -> tuple[Run, ApprovalRequest]:
-    run, _ = services.run_start(agent_slug="crm-assistant", input_text=text, caller=User.objects.get(username="operator"))
-    services.run_advance(run_id=run.id)
-    run.refresh_from_db()
-    assert run.status == "awaiting_approval"
-    return run, run.approvals.get(status="pending")
-
-
 def test_the_call_runs_once_when_the_second_approval_lands(two_of_secops, django_capture_on_commit_callbacks):
-    run, approval = _parked()
+    run, approval = parked()
     assert (approval.quorum, approval.approvals_count) == (2, 0)
     with django_capture_on_commit_callbacks(execute=True):
         decided = approval_decide(approval_id=approval.id, user=two_of_secops["approver"], approve=True,
@@ -77,7 +69,7 @@ def test_the_call_runs_once_when_the_second_approval_lands(two_of_secops, django
 
 
 def test_one_denial_denies_whatever_approvals_came_before(two_of_secops, django_capture_on_commit_callbacks):
-    run, approval = _parked()
+    run, approval = parked()
     with django_capture_on_commit_callbacks(execute=True):
         approval_decide(approval_id=approval.id, user=two_of_secops["approver"], approve=True, via="session")
         decided = approval_decide(approval_id=approval.id, user=two_of_secops["approver2"], approve=False,
@@ -95,7 +87,7 @@ def test_one_denial_denies_whatever_approvals_came_before(two_of_secops, django_
 
 
 def test_a_person_decides_once_so_an_approver_cannot_approve_twice_or_then_deny(two_of_secops, approver):
-    _, approval = _parked()
+    _, approval = parked()
     first = approver.post(f"/api/v1/approvals/{approval.id}/approve/", {}, format="json")
     assert first.status_code == 200 and first.json()["approvals_count"] == 1 and first.json()["status"] == "pending"
     again = approver.post(f"/api/v1/approvals/{approval.id}/approve/", {}, format="json")
@@ -111,7 +103,7 @@ def test_the_caller_is_no_approver_even_in_the_role(two_of_secops, django_captur
     # The caller joins secops: they still cannot be one of the two.
     operator = User.objects.get(username="operator")
     operator.groups.add(factories.role("secops"))
-    _, approval = _parked()
+    _, approval = parked()
     with pytest.raises(Forbidden) as refused:
         approval_decide(approval_id=approval.id, user=operator, approve=True, via="session")
     assert "no one approves their own run" in refused.value.message
@@ -127,7 +119,7 @@ def test_the_quorum_is_frozen_with_the_run(two_of_secops, django_capture_on_comm
 
 
 def test_the_api_and_the_queue_show_who_approved_so_far(two_of_secops, approver, compliance, client):
-    _, approval = _parked()
+    _, approval = parked()
     approver.post(f"/api/v1/approvals/{approval.id}/approve/", {"reason": "looks right"}, format="json")
     body = compliance.get(f"/api/v1/approvals/{approval.id}/").json()
     assert (body["quorum"], body["approvals_count"], body["status"]) == (2, 1, "pending")
@@ -163,7 +155,7 @@ def test_policies_refuse_a_quorum_or_escalation_that_cannot_work(demo, admin, va
 def test_an_evidence_bundle_carries_each_decision_and_verifies_offline(two_of_secops, tmp_path):
     from tests.evidence.test_bundle_export import export, verify
 
-    run, approval = _parked()
+    run, approval = parked()
     approval_decide(approval_id=approval.id, user=two_of_secops["approver"], approve=True, reason="one", via="session")
     approval_decide(approval_id=approval.id, user=two_of_secops["approver2"], approve=True, reason="two", via="session")
     services.run_advance(run_id=run.id)

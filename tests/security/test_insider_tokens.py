@@ -14,8 +14,8 @@ from rest_framework.test import APIClient
 
 from governance.models import ApiToken
 from governance.tokens import token_issue
-from runs import services
-from runs.models import ApprovalRequest, RunEvent
+from runs.models import RunEvent
+from tests.runs.helpers import parked
 
 pytestmark = pytest.mark.django_db
 User = get_user_model()
@@ -35,13 +35,6 @@ def _token_client(key: str) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client
-
-
-def _parked_run_of(username: str) -> ApprovalRequest:
-    run, _ = services.run_start(agent_slug="crm-assistant", input_text="Delete the account Initech.",
-                                caller=User.objects.get(username=username))
-    services.run_advance(run_id=run.id)
-    return ApprovalRequest.objects.get(run=run, status="pending")
 
 
 def test_no_admin_page_shows_a_token_key(demo):
@@ -100,7 +93,7 @@ def test_a_superuser_cannot_approve_their_own_run_by_any_way_the_web_offers(demo
     admin = User.objects.get(username="admin")
     # In the operators' role to run the delete, and even in the approver role.
     admin.groups.add(*Group.objects.filter(name__in=["operators", "secops"]))
-    approval = _parked_run_of("admin")
+    approval = parked(user="admin")[1]
     url = f"/api/v1/approvals/{approval.id}/approve/"
     with_token = _token_client(_key("admin")[1]).post(url, {"reason": "mine"}, format="json")
     session = APIClient()
@@ -118,7 +111,7 @@ def test_a_superuser_cannot_approve_their_own_run_by_any_way_the_web_offers(demo
 
 def test_a_decision_records_which_token_made_it(demo):
     token, key = _key("approver")
-    approval = _parked_run_of("operator")
+    approval = parked(user="operator")[1]
     answer = _token_client(key).post(f"/api/v1/approvals/{approval.id}/approve/", {"reason": "ok"}, format="json")
     assert answer.status_code == 200, answer.content
     assert answer.json()["decided_via"] == f"token:{token.public_id}"
@@ -131,13 +124,13 @@ def test_a_decision_records_which_token_made_it(demo):
 
 
 def test_a_decision_in_the_workbench_or_a_session_records_session(demo):
-    first, second = _parked_run_of("operator"), None
+    first, second = parked(user="operator")[1], None
     web = Client()
     web.force_login(User.objects.get(username="approver"))
     web.post(f"/admin/runs/approvalrequest/{first.id}/decide/", {"decision": "deny", "reason": "no"})
     first.refresh_from_db()
     assert first.status == "denied" and first.decided_via == "session"
-    second = _parked_run_of("operator")
+    second = parked(user="operator")[1]
     api = APIClient()
     api.force_login(User.objects.get(username="approver"))
     answer = api.post(f"/api/v1/approvals/{second.id}/approve/", {"reason": "ok"}, format="json")
@@ -201,7 +194,7 @@ def test_an_account_the_caller_made_or_put_in_the_role_cannot_approve_their_run(
         "initial-date_joined_1": "00:00:00"})
     assert changed.status_code == 302, changed.content[:2000]
     assert puppet.groups.filter(name="secops").exists()
-    approval = _parked_run_of("admin")
+    approval = parked(user="admin")[1]
     as_puppet = APIClient()
     as_puppet.force_login(puppet)
     answer = as_puppet.post(f"/api/v1/approvals/{approval.id}/approve/", {"reason": "mine"}, format="json")
@@ -230,7 +223,7 @@ def test_a_puppet_made_by_the_callers_puppet_cannot_approve_their_run(demo):
         "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00", "initial-date_joined_0": "2026-01-01",
         "initial-date_joined_1": "00:00:00"}).status_code == 302
     User.objects.get(username="admin").groups.add(Group.objects.get(name="operators"))
-    approval = _parked_run_of("admin")
+    approval = parked(user="admin")[1]
     as_puppet = APIClient()
     as_puppet.force_login(puppet)
     answer = as_puppet.post(f"/api/v1/approvals/{approval.id}/approve/", {"reason": "mine"}, format="json")
@@ -244,7 +237,7 @@ def test_a_caller_rewritten_in_the_database_still_cannot_approve_their_run(demo)
 
     dba = User.objects.get(username="approver")
     dba.groups.add(Group.objects.get(name="operators"))
-    approval = _parked_run_of("approver")
+    approval = parked(user="approver")[1]
     Run.objects.filter(pk=approval.run_id).update(caller=User.objects.get(username="operator"))
     as_dba = APIClient()
     as_dba.force_login(dba)
