@@ -16,34 +16,16 @@ from governance import services as governance_services
 from governance.models import Policy
 from runs import notify, services
 from runs.approvals import approval_decide
-from runs.models import ApprovalRequest, NoticeRetry, Run
+from runs.models import NoticeRetry, Run
 from runs.notify_retry import MAX_ATTEMPTS, retry_due, wait_after
 from tests import factories
+from tests.runs.test_notify import PUBLIC, _parked, _public_url, _user  # noqa: F401 (_public_url: its autouse fixture)
 from tests.runs.test_notify_webhook import Receiver
 
 pytestmark = pytest.mark.django_db
 
-PUBLIC = "https://warrant.example.test"
 DOWN_PORT = 8128  # this suite's block (8120-8129): nothing listens here
 RECEIVER_PORT = 8127
-
-
-@pytest.fixture(autouse=True)
-def _settings(settings):
-    settings.WARRANT_PUBLIC_URL = PUBLIC
-    settings.WARRANT_NOTIFY_WEBHOOK_URL = ""
-
-
-def _user(name):
-    return get_user_model().objects.get(username=name)
-
-
-def _parked(capture) -> ApprovalRequest:
-    with capture(execute=True):
-        run, _ = services.run_start(agent_slug="crm-assistant", input_text="Delete the account Initech.",
-                                    caller=_user("operator"))
-        services.run_advance(run_id=run.id)
-    return ApprovalRequest.objects.get(run=run)
 
 
 def _mail_down(settings):

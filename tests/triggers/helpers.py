@@ -1,8 +1,10 @@
-"""Shared setup for trigger tests: a service account in `operators`, triggers, signed deliveries."""
+"""Shared setup for trigger tests: a service account in `operators`, triggers, signed deliveries, races."""
 
 import json
+import threading
 import time
 
+from django.db import connections
 from rest_framework.test import APIClient
 
 from triggers import services, signatures
@@ -41,3 +43,23 @@ def deliver(name: str, secret: str, payload, *, delivery: str | None = "d-1", ti
         headers["HTTP_X_WARRANT_DELIVERY"] = delivery
     return (client or APIClient()).generic("POST", f"{HOOKS}{name}/", body, content_type="application/json",
                                            **headers)
+
+
+def race(action, copies: int) -> list:
+    """Call `action` in `copies` threads released together by a barrier, each on its own database
+    connection (closed after); what each returned, in the order they finished."""
+    results, barrier = [], threading.Barrier(copies)
+
+    def run():
+        try:
+            barrier.wait()
+            results.append(action())
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run) for _ in range(copies)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results

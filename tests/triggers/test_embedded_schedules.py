@@ -3,15 +3,14 @@
 tick fires once however many processes tick: the fire claims the trigger's last_fire_at with one
 conditional update, so a second ticker that found the same tick due fires nothing."""
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from runs import ticker
 from runs.models import Run
-from tests.triggers.helpers import schedule
+from tests.triggers.helpers import race, schedule
 from triggers import services
 from triggers.models import Trigger, TriggerFire
 from triggers.schedules import fire_due, schedule_fire
@@ -101,19 +100,6 @@ def test_tickers_racing_on_one_due_tick_fire_it_once(demo):
         pytest.skip("SQLite takes the write lock at BEGIN (IMMEDIATE): the race is PostgreSQL's")
     trigger = schedule("every-minute", interval_seconds=60, concurrency="allow")
     now = _created(trigger) + timedelta(seconds=61)
-    fired, barrier = [], threading.Barrier(RACERS)
-
-    def tick():
-        try:
-            barrier.wait()
-            fired.append(fire_due(now=now))
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=tick) for _ in range(RACERS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    fired = race(lambda: fire_due(now=now), RACERS)
     assert sorted(fired) == [0] * (RACERS - 1) + [1]
     assert TriggerFire.objects.count() == 1 and Run.objects.count() == 1

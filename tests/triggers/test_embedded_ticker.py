@@ -1,8 +1,6 @@
 """`make run`'s shape, no broker and no beat: a schedule trigger fires from the web process's own
 ticker. Two web processes (gunicorn -w 2, a ticker each) on one SQLite database fire a tick once."""
 
-import os
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -11,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.browser.servers import ROOT, free_port, live_env, manage
 
 # An hourly trigger made 90 minutes ago that never fired (its tick is 30 minutes late: run once),
 # and one every two seconds.
@@ -30,12 +28,6 @@ Trigger.objects.filter(name="hourly").update(created_at=timezone.now() - timedel
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _fires(database: Path) -> list[tuple]:
     with sqlite3.connect(database, timeout=20) as db:
         return db.execute(
@@ -45,20 +37,16 @@ def _fires(database: Path) -> list[tuple]:
 
 @pytest.mark.slow
 def test_the_web_processes_fire_schedules_once_each_tick(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "WARRANT_", "DATABASE_URL", "CELERY_"))}
-    env.update(DJANGO_DEBUG="1", WARRANT_DATA_DIR=str(tmp_path), WARRANT_EMBEDDED_RECONCILE_SECONDS="0.3")
-    python = [sys.executable, "manage.py"]
-    subprocess.run([*python, "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
-    done = subprocess.run([*python, "shell", "-c", SETUP], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    env = live_env(tmp_path) | {"WARRANT_EMBEDDED_RECONCILE_SECONDS": "0.3"}
+    manage(env, "migrate", "-v0")
+    manage(env, "shell", "-c", SETUP)
     database = tmp_path / "warrant.sqlite3"
     assert _fires(database) == []
 
     log_path = tmp_path / "gunicorn.log"
     log = open(log_path, "w")
     server = subprocess.Popen([sys.executable, "-m", "gunicorn", "warrant.wsgi", "-w", "2", "-b",
-                               f"127.0.0.1:{_free_port()}"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+                               f"127.0.0.1:{free_port()}"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:

@@ -2,15 +2,14 @@
 start one run: the trigger's row lock and the unique constraints decide, not a read before a write."""
 
 import json
-import threading
 import time
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from core.api_errors import Conflict
 from runs.models import Run
-from tests.triggers.helpers import webhook
+from tests.triggers.helpers import race, webhook
 from triggers import signatures, webhooks
 from triggers.models import TriggerFire
 
@@ -35,21 +34,13 @@ def test_copies_of_one_delivery_racing_start_one_run(demo):
     stamp = str(int(time.time()))
     meta = {webhooks.TIMESTAMP: stamp, webhooks.SIGNATURE: signatures.sign(secret, stamp, body),
             webhooks.DELIVERY: "evt-race", "CONTENT_LENGTH": str(len(body))}
-    outcomes, barrier = [], threading.Barrier(COPIES)
 
     def send():
         try:
-            barrier.wait()
-            outcomes.append(webhooks.receive("helpdesk", stream=_Body(body), meta=meta).outcome)
+            return webhooks.receive("helpdesk", stream=_Body(body), meta=meta).outcome
         except Conflict:
-            outcomes.append("replay")
-        finally:
-            connections.close_all()
+            return "replay"
 
-    threads = [threading.Thread(target=send) for _ in range(COPIES)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    outcomes = race(send, COPIES)
     assert sorted(outcomes) == ["replay"] * (COPIES - 1) + ["started"]
     assert TriggerFire.objects.count() == 1 and Run.objects.count() == 1
