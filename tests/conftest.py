@@ -71,6 +71,14 @@ def demo(db):
     return demo_load()
 
 
+@pytest.fixture
+def admin_client(client, demo):
+    """Django's test client signed in as the demo's superuser "admin" (in place of pytest-django's
+    fixture of that name, whose admin is not the demo's)."""
+    client.force_login(get_user_model().objects.get(username="admin"))
+    return client
+
+
 def _client(username: str) -> APIClient:
     client = APIClient()
     client.force_authenticate(get_user_model().objects.get(username=username))

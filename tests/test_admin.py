@@ -16,12 +16,6 @@ from tests.runs.helpers import start
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def admin_client(client, demo):
-    client.force_login(get_user_model().objects.get(username="admin"))
-    return client
-
-
 def test_every_registered_model_has_a_working_changelist(admin_client):
     for model in admin.site._registry:
         url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")

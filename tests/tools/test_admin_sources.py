@@ -1,18 +1,11 @@
 """The admin for tool sources and tools: register, sync, see a held tool's diff, re-approve."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from agents.models import Tool, ToolSource
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin_client(client, demo):
-    client.force_login(get_user_model().objects.get(username="admin"))
-    return client
 
 
 def test_a_python_source_is_registered_synced_and_its_held_tool_re_approved_in_the_admin(admin_client):

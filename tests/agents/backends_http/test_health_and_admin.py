@@ -1,7 +1,6 @@
 """Readiness shows each profile's health; admins test a profile in one click; profiles are validated."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from agents.models import ModelProfile, ModelProfileHealth
@@ -10,12 +9,6 @@ from tests.agents.backends_http.server import Reply
 from tests.agents.backends_http.wire import anthropic_reply, openai_reply
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin_client(client, demo):
-    client.force_login(get_user_model().objects.get(username="admin"))
-    return client
 
 
 def _readyz_profile(client, name: str) -> dict:

@@ -5,7 +5,6 @@ Against real HTTP servers on loopback (this helper's ports, 7150-7159), through 
 """
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from agents.models import ModelProfile
 from tests.agents.backends_http.flows import ask, use_profile
@@ -144,12 +143,6 @@ def test_the_schema_lists_the_registered_backends_as_the_choices(admin):
     schema = admin.get("/api/v1/schema/?format=json").json()["components"]["schemas"]
     assert schema["BackendEnum"]["enum"] == ["anthropic", "obeying", "openai", "replay", "scripted"]
     assert schema["ModelProfileCreateRequest"]["properties"]["backend"]["allOf"] == [{"$ref": "#/components/schemas/BackendEnum"}]
-
-
-@pytest.fixture
-def admin_client(client, demo):
-    client.force_login(get_user_model().objects.get(username="admin"))
-    return client
 
 
 def _admin_form(**values) -> dict:
