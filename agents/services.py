@@ -140,11 +140,16 @@ def _by_names(model, names: list[str], *, field: str, errors: dict) -> list:
     return [found[name] for name in dict.fromkeys(names) if name in found]
 
 
+def _assign(obj, values: dict, fields) -> None:
+    """Set those of `fields` that `values` gives (a partial update leaves the others as they are)."""
+    for name in fields:
+        if name in values:
+            setattr(obj, name, values[name])
+
+
 def _agent_apply(agent: Agent, values: dict) -> list[Tool] | None:
     """Set the draft's fields; tools and model profile arrive by name. Returns the tools to set."""
-    for name in _AGENT_FIELDS:
-        if name in values:
-            setattr(agent, name, values[name])
+    _assign(agent, values, _AGENT_FIELDS)
     errors: dict[str, list[str]] = {}
     if "model_profile" in values:
         profiles = _by_names(ModelProfile, [values["model_profile"]], field="model_profile", errors=errors)
@@ -292,9 +297,7 @@ def model_profile_check(profile: ModelProfile) -> None:
 @transaction.atomic
 def model_profile_create(*, values: dict) -> ModelProfile:
     profile = ModelProfile(name=values.get("name", ""))
-    for name in _PROFILE_FIELDS:
-        if name in values:
-            setattr(profile, name, values[name])
+    _assign(profile, values, _PROFILE_FIELDS)
     model_profile_check(profile)
     save_new(profile, key="name")
     return profile
@@ -304,9 +307,7 @@ def model_profile_create(*, values: dict) -> ModelProfile:
 def model_profile_update(*, profile: ModelProfile, values: dict) -> ModelProfile:
     """Change how a model is reached. The name is fixed: fallbacks and agent specs refer to it."""
     profile = ModelProfile.objects.select_for_update().get(pk=profile.pk)
-    for name in _PROFILE_FIELDS:
-        if name in values:
-            setattr(profile, name, values[name])
+    _assign(profile, values, _PROFILE_FIELDS)
     model_profile_check(profile)
     profile.full_clean()
     profile.save()
@@ -317,9 +318,7 @@ def model_profile_update(*, profile: ModelProfile, values: dict) -> ModelProfile
 def tool_update(*, tool: Tool, values: dict) -> Tool:
     """Switch a tool on or off, or retune it. Runs already started keep the tools they froze."""
     tool = Tool.objects.select_for_update().get(pk=tool.pk)
-    for name in _TOOL_FIELDS:
-        if name in values:
-            setattr(tool, name, values[name])
+    _assign(tool, values, _TOOL_FIELDS)
     if "timeout_seconds" in values:
         try:
             timeout_validator(tool.timeout_seconds)
