@@ -4,11 +4,12 @@ and an edited, removed or forged review record fails naming reviews.jsonl."""
 import json
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from review.models import ReviewItem, SamplingRule
 from review.records import review_assign, review_submit
-from runs import signing
+from runs import services, signing
 from runs.evidence import evidence_bundle_write
 from tests.runs.helpers import start
 from warrant_verify.archive import read_bundle
@@ -19,11 +20,20 @@ from warrant_verify.review_chain import REVIEW_FILE, check_review_record
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def sealed(operator, text: str) -> str:
+    """A run asked for over the API and sealed: its id. Without eager tasks (tests/services on
+    PostgreSQL run no worker) the test advances it itself."""
+    run_id = start(operator, text)["id"]
+    if not settings.CELERY_TASK_ALWAYS_EAGER:
+        services.run_advance(run_id=run_id)
+    return run_id
+
+
 def finding_and_follow_up(operator):
     """A sampled run reviewed by compliance: a finding (#1) and the follow-up that resolves it (#2)."""
     compliance = get_user_model().objects.get(username="compliance")
     SamplingRule.objects.create(name="all", percentage=100)
-    item = ReviewItem.objects.get(run_id=start(operator, "What is Dana Whitfield's salary?")["id"])
+    item = ReviewItem.objects.get(run_id=sealed(operator, "What is Dana Whitfield's salary?"))
     review_assign(item=item, assignee=compliance, by=compliance)
     review_submit(item=item, reviewer=compliance, kind="finding", severity="high", note="the guard fired late")
     review_submit(item=item, reviewer=compliance, kind="follow_up", note="moved it first", resolves=True)

@@ -24,8 +24,7 @@ from runs import signing
 from runs.evidence import evidence_bundle_write
 from runs.models import WitnessSink
 from runs.witness import witness_catch_up, witness_status
-from tests.review.test_review_evidence import finding_and_follow_up
-from tests.runs.helpers import start
+from tests.review.test_review_evidence import finding_and_follow_up, sealed
 from warrant_verify.__main__ import main as verify_main
 from warrant_verify.jcs import canonicalize
 from warrant_verify.messages import GENESIS, receipt_hash
@@ -166,7 +165,7 @@ def test_a_sink_that_missed_review_records_is_caught_up_and_readyz_says_so(opera
     settings.WARRANT_WITNESS_FILE = ""  # no sink while the records are written
     compliance = get_user_model().objects.get(username="compliance")
     SamplingRule.objects.create(name="all", percentage=100)
-    item = ReviewItem.objects.get(run_id=start(operator, "List all accounts.")["id"])
+    item = ReviewItem.objects.get(run_id=sealed(operator, "List all accounts."))
     review_assign(item=item, assignee=compliance, by=compliance)
     review_submit(item=item, reviewer=compliance, kind="sign_off")
     settings.WARRANT_WITNESS_FILE = str(tmp_path / "witness.jsonl")
