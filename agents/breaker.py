@@ -4,6 +4,13 @@ With no broker (the embedded default) there is one process, and the same table s
 profile whose server failed MODEL_BREAKER_FAILURES attempts in a row is skipped for
 MODEL_BREAKER_COOLDOWN_SECONDS; then exactly one caller (a compare-and-set on opened_until)
 probes it, and a success closes the breaker for all. Slow I/O never happens under these locks.
+
+One breaker object serves a run's time slice (runs.advance makes one per slice). It reads a
+profile's row before a model call, and trusts a row it found healthy (closed, no failure in a
+row, a success less than SUCCESS_WRITE_INTERVAL old) for the calls that follow, without reading
+it again, until that success is as old as the interval or this object sees a failure itself. So
+a worker learns of another's failures within seconds, not at its very next call: the breaker
+spares a failing server its load, it does not decide whether a run may go on.
 """
 
 import logging
@@ -21,8 +28,7 @@ SUCCESS_WRITE_INTERVAL = timedelta(seconds=5)
 
 
 def _health(profile: str) -> tuple | None:
-    """(opened_until, consecutive_failures, last_success_at), read before every model call by the
-    profile's unique name."""
+    """(opened_until, consecutive_failures, last_success_at), read by the profile's unique name."""
     return (ModelProfileHealth.objects.filter(profile_name=profile)
             .values_list("opened_until", "consecutive_failures", "last_success_at").first())
 
@@ -41,13 +47,17 @@ class DatabaseBreaker:
         self.failures = failures or settings.WARRANT["MODEL_BREAKER_FAILURES"]
         self.cooldown = timedelta(seconds=cooldown_seconds or settings.WARRANT["MODEL_BREAKER_COOLDOWN_SECONDS"])
         self._has_row: set[str] = set()  # profiles whose health row allow() found (rows are never deleted)
-        # Profiles whose row allow() last saw closed, with no failure and a recent success: the
-        # success that follows would write nothing (see succeeded), so it sends no statement.
-        self._clean: set[str] = set()
+        # Profiles whose row allow() last saw closed, with no failure and a recent success, and
+        # that success's time: until it is SUCCESS_WRITE_INTERVAL old, allow() trusts the row
+        # without reading it, and a success writes nothing (see succeeded).
+        self._clean: dict[str, object] = {}
 
     def allow(self, profile: str) -> bool:
         now = timezone.now()
-        self._clean.discard(profile)
+        last_success = self._clean.pop(profile, None)
+        if last_success is not None and last_success > now - SUCCESS_WRITE_INTERVAL:
+            self._clean[profile] = last_success
+            return True
         try:
             row = _health(profile)
             if row is not None:
@@ -55,7 +65,7 @@ class DatabaseBreaker:
             opened_until = row[0] if row is not None else None
             if opened_until is None:
                 if row is not None and row[1] == 0 and row[2] is not None and row[2] > now - SUCCESS_WRITE_INTERVAL:
-                    self._clean.add(profile)
+                    self._clean[profile] = row[2]
                 return True
             if opened_until > now:
                 return False
@@ -67,8 +77,7 @@ class DatabaseBreaker:
             return True
 
     def succeeded(self, profile: str, *, latency_ms: int) -> None:
-        if profile in self._clean:
-            self._clean.discard(profile)
+        if profile in self._clean:  # the row says what this success would write
             return
         now = timezone.now()
         rows = ModelProfileHealth.objects.filter(profile_name=profile)
@@ -85,7 +94,7 @@ class DatabaseBreaker:
             logger.exception("could not record a success of %s", profile)
 
     def failed(self, profile: str, *, error: str, counts: bool) -> bool:
-        self._clean.discard(profile)
+        self._clean.pop(profile, None)
         now = timezone.now()
         try:
             with transaction.atomic():

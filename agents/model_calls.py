@@ -38,12 +38,13 @@ def router(*, breaker=None) -> Router:
     return Router(make_backend=get_backend, breaker=breaker or DatabaseBreaker(), policy=policy, total_seconds=total)
 
 
-def model_complete(request: ModelRequest, *, chain: list[dict]) -> ModelResponse:
-    """What a run's Deps.complete is: the first answer from the chain, with every attempt on it."""
+def model_complete(request: ModelRequest, *, chain: list[dict], breaker: DatabaseBreaker | None = None) -> ModelResponse:
+    """What a run's Deps.complete is: the first answer from the chain, with every attempt on it.
+    `breaker`: one kept across the calls of a time slice (agents.breaker), else a new one."""
     # Tracing (core.telemetry): one `chat` span per call, its attempts and fallbacks as span events.
     with telemetry.chat_span(request, chain) as span:
         try:
-            response = router().complete(request, chain)
+            response = router(breaker=breaker).complete(request, chain)
         except (ModelUnavailable, ModelOutputInvalid) as exc:
             span.failed(exc)
             raise

@@ -16,6 +16,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import DatabaseError, transaction
 
+from agents.breaker import DatabaseBreaker
 from agents.model_calls import model_complete, profile_chain
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
@@ -62,7 +63,8 @@ def _deps(run: Run, worker: str) -> harness.Deps:
         return str(found.pk) if found is not None else None
 
     return harness.Deps(
-        complete=partial(model_complete, chain=chain),
+        # One breaker for the slice: a healthy profile's row is read once, not before every call.
+        complete=partial(model_complete, chain=chain, breaker=DatabaseBreaker()),
         execute=execute,
         granted_now=granted_now,
         leaks=lambda arguments: redaction.leaks(arguments, secrets=redaction.env_secrets()),

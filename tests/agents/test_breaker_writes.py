@@ -51,3 +51,19 @@ def test_a_failure_between_the_read_and_the_success_is_not_mistaken_for_clean():
 def test_the_first_success_creates_the_row():
     _success(DatabaseBreaker())
     assert ModelProfileHealth.objects.get(profile_name="p").last_latency_ms == 5
+
+
+def test_a_healthy_row_is_read_once_for_the_calls_that_follow():
+    """A slice's breaker reads a healthy profile's row before its first call only; a failure it
+    sees itself makes the next call read the row again."""
+    ModelProfileHealth.objects.create(profile_name="p", last_success_at=timezone.now())
+    breaker = DatabaseBreaker(failures=3)
+    assert _success(breaker) == []
+    with CaptureQueriesContext(connection) as queries:
+        assert breaker.allow("p")
+        breaker.succeeded("p", latency_ms=5)
+    assert len(queries) == 0
+    breaker.failed("p", error="HTTP 503", counts=True)
+    with CaptureQueriesContext(connection) as queries:
+        assert breaker.allow("p")
+    assert len(queries) == 1
