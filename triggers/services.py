@@ -32,7 +32,8 @@ def service_account_create(*, username: str, roles=(), description: str = "", by
     groups = list(Group.objects.filter(name__in=list(roles)))
     missing = sorted(set(roles) - {g.name for g in groups})
     if missing:
-        raise InvalidTrigger(f"unknown roles: {', '.join(missing)}", details={"roles": missing})
+        raise InvalidTrigger(f"unknown roles: {', '.join(missing)}",
+                             details={"roles": [f"no role named {name!r}" for name in missing]})
     User = get_user_model()
     with transaction.atomic():
         if User.objects.filter(**{User.USERNAME_FIELD: username}).exists():

@@ -104,6 +104,29 @@ def test_the_api_refuses_what_it_cannot_make(demo, admin, body, status):
     assert admin.get("/api/v1/service-accounts/nobody/").status_code == 404
 
 
+def test_an_unknown_role_is_named_in_the_field(demo, admin):
+    refused = admin.post("/api/v1/service-accounts/", {"username": "x-bot", "roles": ["nope"]}, format="json")
+    assert refused.json()["error"]["details"] == {"roles": ["no role named 'nope'"]}
+
+
+def test_the_migration_closes_what_a_service_account_held_before(demo):
+    """triggers 0003's data step: a token issued to a service account before the guard (here by
+    bulk_create, which sends no pre_save) is revoked, and a password written past it made unusable."""
+    from importlib import import_module
+
+    from django.apps import apps
+    from django.contrib.auth.hashers import make_password
+
+    account = service_account("helpdesk-bot")
+    token = token_issue(user=get_user_model().objects.get(username="operator"), via="command", issued_by="t")[0]
+    ApiToken.objects.filter(pk=token.pk).update(user=account.user)
+    get_user_model().objects.filter(pk=account.user.pk).update(password=make_password("set-past-the-guard"))
+    import_module("triggers.migrations.0003_service_account_disabled").close_credentials(apps, None)
+    token.refresh_from_db()
+    assert token.revoked_at is not None and "service account" in token.revoked_by
+    assert not get_user_model().objects.get(pk=account.user.pk).has_usable_password()
+
+
 def test_the_workbench_disables_and_enables_a_service_account(demo, governance_admin):
     account = service_account("helpdesk-bot")
     page = "/admin/triggers/serviceaccount/"
