@@ -57,6 +57,7 @@ def run_gate(*, cases: list[GoldenCase], after: dict, subject: str, purpose: str
               "passed": eval_run.passed, "pass_rate": eval_run.pass_rate if cases else None, "agents": agents,
               "changed": [row["name"] for row in rows if row["changed"]],
               "broken": [row["name"] for row in rows if row["before"]["passed"] and not row["after"]["passed"]],
+              "unrecorded": [row["name"] for row in rows if row["after"]["unrecorded"]],
               "cases": rows}
     # No case to run is no evidence against the change: the report names the agents left unchecked.
     passed = not cases or eval_run.pass_rate >= GATE_THRESHOLD

@@ -21,8 +21,9 @@ from governance.models import Policy, PolicyDraft
 
 class GateReportField(serializers.JSONField):
     """The gate's report: subject, eval_run, threshold, total, passed, pass_rate, agents,
-    agents_without_cases, changed and broken (case names), and cases: each with before and after
-    (passed, status, awaiting_tool, tools_called, policies_fired, output excerpt, failures)."""
+    agents_without_cases, changed, broken and unrecorded (case names), and cases: each with before
+    and after (passed, status, awaiting_tool, tools_called, policies_fired, output excerpt, failures,
+    unrecorded: the read-only calls no recording answered, which went to the live data)."""
 
 
 @extend_schema_field(PolicyInputSerializer)

@@ -59,6 +59,7 @@ def test_after_the_data_changes_the_set_passes_and_a_draft_that_changes_nothing_
     assert (policy.version, policy.description, policy.emergency_reason) == (2, "Worst first.", "")
     draft.refresh_from_db()
     assert draft.state == "active" and draft.gate_report["broken"] == [] and draft.gate_report["passed"] == 20
+    assert draft.gate_report["unrecorded"] == []
     assert PolicyVersion.objects.filter(policy=playbook, version=2, draft=draft).exists()
 
 
@@ -113,6 +114,7 @@ def test_an_unrecorded_call_is_answered_live_and_flagged_on_the_result_and_in_th
     assert "unrecorded: get_usage_trend {'account_id': 'A-100'} answered live" in out
     verdict = drafts.run_gate(policy=Policy.objects.get(name="churn-risk-playbook"), proposed=None)
     assert row(verdict.report, "list-accounts")["after"]["unrecorded"] == ["list_accounts {}"]
+    assert verdict.report["unrecorded"] == ["acme-health", "list-accounts"]
 
 
 def test_recording_writes_the_fixture_as_a_new_version_by_a_governance_admin(admin, compliance, operator, demo):
