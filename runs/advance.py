@@ -35,6 +35,10 @@ from runs.states import ErrorCode, RunStatus
 
 logger = logging.getLogger(__name__)
 
+# How long a step may go on from one fast model call to the next before it is checkpointed
+# (runs.harness): what a redelivered step may repeat, and how late a cancel may be seen.
+STEP_SECONDS = 1.0
+
 
 def _deps(run: Run, worker: str) -> harness.Deps:
     snapshot = run.snapshot
@@ -83,6 +87,12 @@ def _decisions(run: Run) -> dict[str, dict]:
     }
 
 
+def _go_on(beat: Heartbeat, seconds: float) -> bool:
+    """Whether a step makes its next model call before its checkpoint: while it is young, and not
+    when the process is going away or the lease was lost (runs.harness)."""
+    return seconds < STEP_SECONDS and not beat.lost and not shutting_down()
+
+
 def run_advance(*, run_id: str, worker: str | None = None, known: Run | None = None) -> None:
     """Advance the run for one time slice. `known`: the run as this process just wrote it (see
     runs.queue.enqueue)."""
@@ -114,6 +124,7 @@ def _advance(run: Run, worker: str, beat: Heartbeat, span) -> None:
             result = harness.step(
                 run.state, run.snapshot, deps, run_id=str(run.id), cancel_requested=run.cancel_requested,
                 deadline=run.deadline_at.timestamp() if run.deadline_at else None, decisions=_decisions(run),
+                go_on=partial(_go_on, beat),
             )
         except (DatabaseError, SoftTimeLimitExceeded):
             raise  # infrastructure, not the run: abandon the step; redelivery or the reconciler retries it

@@ -12,12 +12,19 @@ deadline passed, the step ends after the model call and the next one stops the r
 whose estimated cost is over the tokens left is not made (runs.budget). A spent budget stops the
 run, or, when the agent names a budget role, parks it for an extension.
 
+A fast model (a local one, the scripted backend) answers in milliseconds, and a checkpoint costs
+more than its turn: a step then goes on to the next model call while it is young (runs.advance
+says, through `go_on`), but never past a batch with a side effect, a call left pending, a park or
+the end. A redelivered step so repeats at most that much of model calls and read-only tool
+calls; side effects stay in steps of their own.
+
 A step returns the new state, the trace events it produced and an outcome; runs.lifecycle
 persists all three at once. The state goes in and comes out as stored (RunState.to_json());
 inside the step it is a RunState (runs.state).
 """
 
 import json
+from typing import Callable
 
 import jsonschema
 
@@ -52,17 +59,35 @@ def step(
     cancel_requested: bool,
     deadline: float | None,
     decisions: dict[str, dict],
+    go_on: Callable[[float], bool] | None = None,
 ) -> StepResult:
     """Advance the run by one step. `state` is left as it was (the step works on a copy);
-    `decisions` maps decision_key(call id, digest) to an approval's outcome."""
+    `decisions` maps decision_key(call id, digest) to an approval's outcome.
+
+    `go_on(seconds the step has taken)`: asked when a model call's calls all ran (read-only,
+    allowed), or a batch of read-only calls did (approved ones, say); True makes the next model
+    call in the same step, so fast turns share one checkpoint. A batch with a side effect in it,
+    or a call left pending, ends the step as it would. None: one model call a step."""
     run, events = RunState.from_json(state), []
+    started = deps.now()
     try:
-        outcome = _advance(run, snapshot, deps, events, run_id=run_id, cancel_requested=cancel_requested,
-                           deadline=deadline, decisions=decisions)
+        while True:
+            effect = any(_has_effect(snapshot, call) for call in run.pending)
+            outcome = _advance(run, snapshot, deps, events, run_id=run_id, cancel_requested=cancel_requested,
+                               deadline=deadline, decisions=decisions)
+            if effect or run.pending or not isinstance(outcome, Continue) or go_on is None \
+                    or not go_on(deps.now() - started):
+                break
     except engine.PolicyEvaluationError as exc:
         events.append(("policy_error", {"policy": exc.policy, "reason": exc.reason}))
         outcome = Finish(RunStatus.FAILED, error=ErrorCode.POLICY_ERROR, message=str(exc))
     return StepResult(state=run.to_json(), outcome=outcome, events=events)
+
+
+def _has_effect(snapshot: dict, call: dict) -> bool:
+    """Whether a pending call may have a side effect (a name the snapshot does not know is taken as one)."""
+    tool = snapshot["tools"].get(call["name"])
+    return tool is None or bool(tool["side_effect"])
 
 
 def _advance(state: RunState, snapshot: dict, deps: Deps, events: list, *, run_id, cancel_requested, deadline,

@@ -284,3 +284,18 @@ def test_a_model_call_that_spends_the_token_budget_runs_none_of_its_tools():
     assert step(first.state, snap, deps(Model(), tools)).outcome == harness.Finish(RunStatus.STOPPED,
                                                                                   stop_reason="token_budget")
     assert tools.ran == []
+
+
+def test_fast_turns_go_on_in_one_step_until_a_call_with_a_side_effect():
+    """Told to go on, a step follows a model call whose calls all ran with the next one; the call
+    with a side effect is left pending for a step of its own."""
+    tools = Tools()
+    model = Model([("get_account", {"account_id": "A-100"})], [("list_open_tickets", {"account_id": "A-100"})],
+                  [("delete_account", {"account_id": "A-100"})])
+    result = harness.step(harness.initial_state("Tidy up A-100."), snapshot(), deps(model, tools), run_id="run-1",
+                          cancel_requested=False, deadline=None, decisions={}, go_on=lambda seconds: True)
+    assert isinstance(result.outcome, harness.Continue)
+    assert [kind for kind, _ in result.events if kind in ("model_call", "tool_call")] == [
+        "model_call", "tool_call", "model_call", "tool_call", "model_call"]
+    assert tools.ran == [("get_account", None), ("list_open_tickets", None)]
+    assert [call["name"] for call in result.state["pending"]] == ["delete_account"]

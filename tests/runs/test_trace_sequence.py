@@ -30,22 +30,26 @@ def replay_agent(demo):
     tool = Tool.objects.create(name="cancelling_lookup", description="Looks something up.",
                                input_schema={"type": "object"}, handler="tests.runs.backends.cancel_through_the_service")
     ToolGrant.objects.create(role=Group.objects.get(name="operators"), tool=tool)
+    note = Tool.objects.create(name="send_note", description="Sends a note.", input_schema={"type": "object"},
+                               side_effect=True, handler="tests.runs.backends.cancel_through_the_service")
+    ToolGrant.objects.create(role=Group.objects.get(name="operators"), tool=note)
     agent.tools.set(Tool.objects.all())
     agent_publish(agent=agent)
     return agent
 
 
 def test_an_event_written_by_a_cancel_in_mid_step_is_numbered_between_the_steps_events(replay_agent):
-    script = {"turns": [[{"name": "cancelling_lookup", "arguments": {}}], [{"name": "cancelling_lookup", "arguments": {}}]]}
+    script = {"turns": [[{"name": "cancelling_lookup", "arguments": {}}], [{"name": "send_note", "arguments": {}}]]}
     run, _ = services.run_start(agent_slug="replayer", input_text=json.dumps(script),
                                 caller=User.objects.get(username="operator"))
     services.run_advance(run_id=run.id)
     run.refresh_from_db()
     kinds = list(run.events.order_by("seq").values_list("kind", flat=True))
-    # The cancel's event went in while the tool ran; the step's own event comes after it, and
-    # the run stops at the next step boundary: no second model call.
+    # The cancel's event went in while the tool ran; the step's own events come after it. The
+    # step went on to the next model call (fast turns share a step), which asked for a side
+    # effect: that ends the step, and the run stops at its checkpoint, the side effect not run.
     assert kinds.index("cancel_requested") < kinds.index("tool_call") and kinds[-1] == "run_finished", kinds
-    assert (run.status, run.llm_calls, run.tool_calls) == ("cancelled", 1, 1)
+    assert (run.status, run.llm_calls, run.tool_calls) == ("cancelled", 2, 1)
     assert _seqs(run) == list(range(1, len(kinds) + 1)) and run.event_seq == len(kinds)
 
 
@@ -79,10 +83,13 @@ def test_a_call_parked_again_finds_its_request_instead_of_a_second_one(demo):
     assert ApprovalRequest.objects.filter(run=run).count() == 2
 
 
-def test_the_start_goes_with_the_first_model_call_and_read_only_calls_with_theirs(demo):
-    """A step is one model call and the read-only tool calls it asked for: the start's screening,
-    policies and skill matching are checkpointed with the first model call, and each read-only
-    call with the model call that asked for it, not as steps of their own."""
+def test_the_start_goes_with_the_first_model_call_and_read_only_calls_with_theirs(demo, monkeypatch):
+    """The start's screening, policies and skill matching are checkpointed with the first model
+    call, and each read-only call with the model call that asked for it, not as steps of their
+    own. With one model call a step (STEP_SECONDS 0), each step holds one model call."""
+    from runs import advance
+
+    monkeypatch.setattr(advance, "STEP_SECONDS", 0.0)
     run, _ = services.run_start(agent_slug="crm-assistant", input_text="How healthy is Acme Corp?",
                                 caller=User.objects.get(username="operator"))
     services.run_advance(run_id=run.id)
@@ -95,6 +102,17 @@ def test_the_start_goes_with_the_first_model_call_and_read_only_calls_with_their
         kinds = [k for k in run.events.filter(step=step).order_by("seq").values_list("kind", flat=True)
                  if k in ("model_call", "tool_call")]
         assert kinds[0] == "model_call" and kinds.count("model_call") == 1, (step, kinds)
+
+
+def test_fast_model_calls_share_a_step_and_its_checkpoint(demo):
+    """The scripted model answers at once: its turns, and the read-only calls they ask for, go on
+    in one step, saved by one checkpoint, as long as no call has a side effect or waits."""
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text="How healthy is Acme Corp?",
+                                caller=User.objects.get(username="operator"))
+    services.run_advance(run_id=run.id)
+    run.refresh_from_db()
+    assert run.status == "succeeded" and run.llm_calls > 1 and run.tool_calls > 0
+    assert run.step == 1 and set(run.events.filter(kind="model_call").values_list("step", flat=True)) == {0}
 
 
 def test_a_side_effect_waits_for_a_step_after_the_model_call_that_asked_for_it(demo):
