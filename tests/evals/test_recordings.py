@@ -204,3 +204,13 @@ def test_a_demo_case_made_before_recordings_gains_the_shipped_ones_unless_edited
     listed = GoldenCase.objects.get(name="list-accounts")
     assert listed.recordings == shipped_recordings()["list-accounts"] and listed.version == 2
     assert GoldenCase.objects.get(name="globex-tickets").recordings == []
+
+
+def test_the_drafts_page_names_the_calls_no_recording_answered(admin_client, demo):
+    golden_load()
+    GoldenCase.objects.filter(name="list-accounts").update(recordings=[])
+    playbook = Policy.objects.get(name="churn-risk-playbook")
+    draft = drafts.draft_gate(draft=drafts.draft_propose(policy=playbook, values={"description": "Worst first."}))
+    assert draft.gate_report["unrecorded"] == ["list-accounts"]
+    page = admin_client.get(f"/admin/governance/policydraft/{draft.pk}/change/")
+    assert page.status_code == 200 and b"unrecorded calls, answered live: list_accounts {}" in page.content
