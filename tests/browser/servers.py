@@ -47,12 +47,11 @@ def wait_until_healthy(process, base: str, log: Path, *, attempts: int = 300) ->
 
 
 @contextmanager
-def runserver(env: dict, port: int, log_path: Path):
-    """`manage.py runserver` on 127.0.0.1:`port`, its output in `log_path`: its base URL once it is
-    healthy; stopped (killed if it will not stop) on the way out."""
+def serving(command: list[str], env: dict, port: int, log_path: Path):
+    """`command`, a web server listening on 127.0.0.1:`port`, its output in `log_path`: its base URL
+    once it is healthy; stopped (killed if it will not stop) on the way out."""
     log = open(log_path, "w")
-    process = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
-                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_healthy(process, base, log_path)
@@ -64,6 +63,11 @@ def runserver(env: dict, port: int, log_path: Path):
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+
+
+def runserver(env: dict, port: int, log_path: Path):
+    """`manage.py runserver` on 127.0.0.1:`port` (see serving)."""
+    return serving([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], env, port, log_path)
 
 
 def demo_with_tokens(env: dict, users: list[str], *, setup: str = "") -> dict[str, str]:

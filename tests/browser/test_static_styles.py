@@ -4,18 +4,15 @@ serves the files through whitenoise), the pages come up styled and the Swagger U
 import base64
 import os
 import secrets
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests.browser.servers import free_port, wait_until_healthy
+from tests.browser.servers import free_port, manage, serving
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
 UNSTYLED = "rgba(0, 0, 0, 0)"  # a header with no stylesheet has no background
 
 
@@ -28,27 +25,16 @@ def production(tmp_path_factory):
                DJANGO_SECURE_SSL_REDIRECT="0", WARRANT_DATA_DIR=str(data), DJANGO_STATIC_ROOT=str(data / "static"),
                WARRANT_RECEIPT_SIGNING_KEY=base64.b64encode(Ed25519PrivateKey.generate().private_bytes_raw()).decode())
     for args in (["migrate", "--noinput"], ["collectstatic", "--noinput"]):
-        done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=300)
-        assert done.returncode == 0, done.stderr
-    done = subprocess.run([sys.executable, "manage.py", "shell", "-c", (
+        manage(env, *args)
+    out = manage(env, "shell", "-c", (
         "from django.contrib.auth import get_user_model; from governance.tokens import token_issue; "
         "u = get_user_model().objects.create_user('reader', password='x' * 12); "
-        "print('KEY', token_issue(user=u, via='command', issued_by='test')[1])")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    key = next(line.split()[1] for line in done.stdout.splitlines() if line.startswith("KEY "))
+        "print('KEY', token_issue(user=u, via='command', issued_by='test')[1])"))
+    key = next(line.split()[1] for line in out.splitlines() if line.startswith("KEY "))
     port = free_port()
-    log = open(data / "gunicorn.log", "w")
-    process = subprocess.Popen([sys.executable, "-m", "gunicorn", "warrant.wsgi", "-w", "1", "-b", f"127.0.0.1:{port}"],
-                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_healthy(process, base, data / "gunicorn.log")
+    gunicorn = [sys.executable, "-m", "gunicorn", "warrant.wsgi", "-w", "1", "-b", f"127.0.0.1:{port}"]
+    with serving(gunicorn, env, port, data / "gunicorn.log") as base:
         yield {"url": base, "key": key}
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
-        log.close()
 
 
 def test_admin_login_landing_page_and_api_docs_are_styled_and_scripted_with_debug_off(browser, production,
