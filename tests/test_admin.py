@@ -36,14 +36,17 @@ def test_receipts_are_read_only_even_for_a_superuser(admin_client, operator, dja
     assert Receipt.objects.filter(pk=receipt.pk).exists()
 
 
+def _post_policy(client, policy: Policy, **changes):
+    """The demo policy's admin change form, posted with its values but for `changes`."""
+    form = {"name": policy.name, "type": policy.type, "description": "", "enabled": "on", "priority": 50,
+            "keywords": '["churn"]', "match_mode": "any", "regex": "", "target_tools": "[]",
+            "content": policy.content, "response": "", "expected_version": policy.version}
+    return client.post(reverse("admin:governance_policy_change", args=[policy.pk]), form | changes)
+
+
 def test_a_policy_with_a_bad_regex_is_refused_with_a_clear_message(admin_client):
     policy = Policy.objects.get(name="churn-risk-playbook")
-    url = reverse("admin:governance_policy_change", args=[policy.pk])
-    response = admin_client.post(url, {
-        "name": policy.name, "type": policy.type, "description": "", "enabled": "on", "priority": 50,
-        "keywords": '["churn"]', "match_mode": "any", "regex": "(unclosed", "target_tools": "[]",
-        "content": policy.content, "response": "", "expected_version": policy.version,
-    })
+    response = _post_policy(admin_client, policy, regex="(unclosed")
     assert response.status_code == 200
     assert "invalid regex" in response.content.decode()
     assert Policy.objects.get(pk=policy.pk).regex == ""
@@ -51,12 +54,7 @@ def test_a_policy_with_a_bad_regex_is_refused_with_a_clear_message(admin_client)
 
 def test_a_policy_edited_in_the_admin_writes_history(admin_client):
     policy = Policy.objects.get(name="churn-risk-playbook")
-    url = reverse("admin:governance_policy_change", args=[policy.pk])
-    response = admin_client.post(url, {
-        "name": policy.name, "type": policy.type, "description": "", "enabled": "on", "priority": 40,
-        "keywords": '["churn", "churning"]', "match_mode": "any", "regex": "", "target_tools": "[]",
-        "content": policy.content, "response": "", "expected_version": policy.version,
-    })
+    response = _post_policy(admin_client, policy, priority=40, keywords='["churn", "churning"]')
     assert response.status_code == 302, response.content.decode()[:2000]
     entry = PolicyVersion.objects.filter(policy=policy).order_by("-version").first()
     assert (entry.version, entry.action, entry.changed_by.username) == (2, "update", "admin")
