@@ -77,7 +77,12 @@ def check_approval_decide(*, approval: ApprovalRequest, user) -> None:
 
 
 def _decision_of(approval: ApprovalRequest, user) -> ApprovalDecision | None:
-    """`user`'s decision on `approval`, if any (from the queue's prefetch when there is one)."""
+    """`user`'s decision on a pending `approval`, if any (from the queue's prefetch when there is one)."""
+    if approval.approvals_count == 0 and approval.escalated_at is None:
+        # No one has decided it: an approval is counted as it is recorded, and the first denial
+        # closes the request; only an escalation sets the count back with decisions on record.
+        # (The unique (approval, user) stands behind this, as behind every check made here.)
+        return None
     return next((d for d in approval.decisions.all() if d.user_id == user.pk), None)
 
 
@@ -127,9 +132,11 @@ def _record_decision(run: Run, approval: ApprovalRequest, *, user, approve: bool
     """Insert `user`'s decision; close the request if it denies or reaches the quorum."""
     decision = (ApprovalDecision.Decision.APPROVED if approve else ApprovalDecision.Decision.DENIED).value
     try:
-        with transaction.atomic():  # the unique (approval, user) backs the check made under the locks
-            ApprovalDecision.objects.create(approval=approval, user=user, username=user.get_username(),
-                                            role=approval.approver_role.name, decision=decision, reason=reason, via=via)
+        # The unique (approval, user) backs the check made under the locks. No savepoint: the
+        # Conflict raised here undoes the decision's whole transaction, so nothing goes on after
+        # the failed insert.
+        ApprovalDecision.objects.create(approval=approval, user=user, username=user.get_username(),
+                                        role=approval.approver_role.name, decision=decision, reason=reason, via=via)
     except IntegrityError:
         raise Conflict("you already decided this request", details={"status": approval.status}) from None
     if approve:
