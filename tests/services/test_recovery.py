@@ -71,9 +71,11 @@ def test_kill_9_of_the_worker_mid_tool_call(cluster, fault_agent, scenario):
 
 
 def test_kill_9_of_the_worker_right_after_a_checkpoint(cluster, fault_agent, scenario):
-    """Many quick steps: the worker is killed as soon as a step is saved, between that step and the next."""
+    """Many short steps: the worker is killed as soon as a step is saved, between that step and the
+    next. Each tool call takes a little over the second a step may run on from one model call to
+    the next (runs.advance.STEP_SECONDS), so each model call is a step of its own."""
     workers = _two_workers_and_beat(cluster)
-    run = start_run({"turns": [[slow(0.05, f"s{i}")] for i in range(8)], "final": "quick"})
+    run = start_run({"turns": [[slow(1.1, f"s{i}")] for i in range(8)], "final": "quick"})
     wait_event(run, "tool_call", count=3, timeout=30)
     _kill_holder_and_measure(cluster, workers, run, scenario)
     wait_status(run, {"succeeded"}, timeout=90)
