@@ -92,9 +92,10 @@ def label(status: str, count: int) -> str:
 
 
 def budget_refusals(run) -> list[dict]:
-    """The run's budget requests that were denied or expired. A run that never parked has none
-    (RunState.parks counts every park), so it costs no query."""
-    if not (run.state or {}).get("parks"):
+    """The run's budget requests that were denied or expired. A run that never asked for more
+    budget has none (RunState.budget_asks counts every ask, and came with them), so it costs no
+    query: a run parked only for its tool calls is the common case."""
+    if not (run.state or {}).get("budget_asks"):
         return []
     rows = (ApprovalRequest.objects.filter(run_id=run.pk, kind=ApprovalRequest.Kind.BUDGET,
                                            status__in=[ApprovalRequest.Status.DENIED, ApprovalRequest.Status.EXPIRED])
