@@ -16,13 +16,31 @@ import os
 import signal
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutting_down
+from celery.signals import (task_postrun, task_prerun, worker_init, worker_process_init, worker_ready,
+                            worker_shutting_down)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "warrant.settings")
 
 app = Celery("warrant")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@task_prerun.connect(weak=False)
+@task_postrun.connect(weak=False)
+def _connections_as_around_a_request(task=None, **_) -> None:
+    """A task is to a worker what a request is to the web process: before and after it, Django
+    closes the connections past DATABASE_CONN_MAX_AGE (all of them at the default 0, as Celery
+    did) and those that errored and no longer answer; a kept one is health-checked on its next
+    use (conn_health_checks), so a restarted PostgreSQL costs a reconnect, not a failed task.
+    (CELERY_DB_REUSE_MAX in warrant.celery_config stops Celery closing them all regardless.) Not
+    around a task applied eagerly: it runs inside its caller, whose connection (and transaction)
+    it shares."""
+    from django.db import close_old_connections
+
+    if task is not None and getattr(task.request, "is_eager", False):
+        return
+    close_old_connections()
 
 
 @worker_shutting_down.connect

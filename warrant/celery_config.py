@@ -30,6 +30,13 @@ CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 30
 # still runs it (a second delivery would be a no-op anyway: the claim is compare-and-set on a renewed lease). It
 # plays no part in recovery: a dead worker's run is re-enqueued by the reconciler once its short lease lapses.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 4}
+# Celery's Django fixup closes every database connection before and after each task unless this
+# is set, whatever DATABASE_CONN_MAX_AGE says: a new PostgreSQL backend for every task (about a
+# connection's setup per run in the bench's distributed scenario). Set, it would keep them for this
+# many tasks whatever their state; warrant.celery asks Django instead, as Django does around a
+# request (close_old_connections: the age limit, and a connection that errored is checked or
+# dropped). So the count here only has to be out of reach.
+CELERY_DB_REUSE_MAX = 2**62
 
 CELERY_BEAT_SCHEDULE = {
     "warrant-reconcile": {
@@ -53,6 +60,7 @@ __all__ = [
     "CELERY_BEAT_SCHEDULER",
     "CELERY_BROKER_TRANSPORT_OPTIONS",
     "CELERY_BROKER_URL",
+    "CELERY_DB_REUSE_MAX",
     "CELERY_RESULT_SERIALIZER",
     "CELERY_TASK_ACKS_LATE",
     "CELERY_TASK_ALWAYS_EAGER",
