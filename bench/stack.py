@@ -80,8 +80,10 @@ def _env() -> dict:
 
 @contextmanager
 def celery_workers(count: int, logdir: Path, *, ping):
-    """`count` worker processes (one execution slot each, as `celery worker -c 1`)."""
+    """`count` worker processes (one execution slot each, as `celery worker -c 1`); yields their
+    main processes (each has one pool process, its child)."""
     processes = []
+    logdir.mkdir(parents=True, exist_ok=True)
     try:
         for i in range(count):
             log = open(logdir / f"worker-{count}-{i}.log", "wb")
@@ -89,8 +91,9 @@ def celery_workers(count: int, logdir: Path, *, ping):
                 [str(BIN / "celery"), "-A", "bench.celery_app", "worker", "-c", "1", "-P", "prefork",
                  "-n", f"bench{i}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
                  "-l", "WARNING"], cwd=ROOT, env=_env(), stdout=log, stderr=subprocess.STDOUT), log))
-        wait_for(lambda: ping() >= count, timeout=60, what=f"{count} celery workers")
-        yield
+        # Generous: on a loaded machine a worker's start (Django, the app's imports) took over a minute.
+        wait_for(lambda: ping() >= count, timeout=240, what=f"{count} celery workers")
+        yield [process for process, _log in processes]
     finally:
         for process, log in processes:
             _stop(process, timeout=30)
