@@ -13,7 +13,8 @@ from django.test import Client
 from runs import services
 from runs.models import ApprovalRequest
 from runs.receipts_export import neutralise
-from tests.security.test_approval_binding import EMAIL, _run
+from tests.runs.helpers import run_script
+from tests.security.test_approval_binding import EMAIL
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +55,7 @@ def _admin() -> Client:
 
 
 def test_model_text_is_escaped_in_the_admin_and_served_as_json_by_the_api(replay_agent, operator):
-    run = _run({"turns": [[{"name": "send_email", "arguments": dict(EMAIL, body=SCRIPT)}]], "final": SCRIPT})
+    run = run_script({"turns": [[{"name": "send_email", "arguments": dict(EMAIL, body=SCRIPT)}]], "final": SCRIPT})
     approval = ApprovalRequest.objects.get(run=run)
     ApprovalRequest.objects.filter(id=approval.id).update(model_rationale=SCRIPT)
     services.approval_decide(via="session", approval_id=approval.id, user=User.objects.get(username="approver"), approve=False,
@@ -78,7 +79,7 @@ def test_markdown_images_and_links_in_model_output_are_never_fetched_by_the_serv
                                                                                     compliance, tripwire):
     base = tripwire.base
     final = f"Summary ![chart]({base}/img.png?d=secret) and [details]({base}/link) <img src=\"{base}/tag.png\">"
-    run = _run({"turns": [], "final": final})
+    run = run_script({"turns": [], "final": final})
     assert run.status == "succeeded" and base in run.output
     operator.get(f"/api/v1/runs/{run.id}/")
     operator.get(f"/api/v1/runs/{run.id}/events/")
