@@ -131,8 +131,8 @@ class Cluster:
             ["worker", "-n", f"{name}@warrant-test", "-c", "1", "-P", "prefork", "-l", "info",
              "--without-gossip", "--without-mingle", "--without-heartbeat"],
             self.env, self.logdir / f"{name}-{number}.log").start()
+        self.processes.append(process)  # before the wait: one that never gets ready is killed too
         process.wait_ready()
-        self.processes.append(process)
         return process
 
     def beat(self) -> CeleryProcess:
@@ -140,8 +140,8 @@ class Cluster:
         schedule = self.logdir / f"beat-{number}.schedule"
         process = CeleryProcess(["beat", "-s", str(schedule), "-l", "info"], self.env,
                                 self.logdir / f"beat-{number}.log").start()
-        process.wait_ready()
         self.processes.append(process)
+        process.wait_ready()
         return process
 
     def kill_all(self) -> None:
