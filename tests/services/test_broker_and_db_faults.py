@@ -4,7 +4,8 @@ receipt and no repeated side effect.
 Redis on the suite's port keeps nothing on disk, so killing it or flushing it loses every
 message it held (queued, reserved, unacknowledged): the reconciler, driven by beat, is what
 puts the runs back on the queue. A terminated PostgreSQL connection abandons the step (an
-infrastructure error, not the run's); the lease expires and the step is taken again.
+infrastructure error, not the run's); its worker hands the run back once it has a connection again
+(runs.lease.hand_back), and the step is taken again.
 """
 
 import time

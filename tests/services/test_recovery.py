@@ -217,7 +217,8 @@ def test_rolling_restart_the_worker_holding_a_run_is_stopped_and_the_other_takes
 
 def test_postgresql_connections_of_the_workers_terminated_mid_step(cluster, fault_agent, scenario):
     """Every worker connection cut (a failover, a pooler restart): the step in flight cannot be saved
-    and is abandoned, its heartbeat stops with it, and the run is taken again once its lease lapses."""
+    and is abandoned, and its worker hands the run back on a new connection (runs.lease.hand_back):
+    the step is taken again at once, not once its lease lapses."""
     from tests.services.test_broker_and_db_faults import _terminate_worker_connections
 
     _two_workers_and_beat(cluster)
