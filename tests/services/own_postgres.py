@@ -61,9 +61,13 @@ def unavailable() -> str:
 
 
 def free_port() -> int:
+    """TEST_PG_RESTART_PORT (+ the xdist worker's number, as the suite's other ports), or any
+    free one."""
     configured = os.environ.get("TEST_PG_RESTART_PORT")
     if configured:
-        return int(configured)
+        from tests.services.conftest import XDIST_OFFSET
+
+        return int(configured) + XDIST_OFFSET
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
