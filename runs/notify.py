@@ -30,6 +30,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
 from django.db.models.fields.json import KT
 from django.urls import reverse
 from django.utils import timezone
@@ -151,13 +152,17 @@ def _keep_for_retry(event: str, approval: ApprovalRequest, failed: list, *, by: 
 
 
 def read_request(approval_id) -> ApprovalRequest | None:
+    """The request with what a notice reads of it, in one statement: its run, agent and caller,
+    its roles, its decider, and the caller the run's frozen snapshot names (for the
+    separation-of-duties check) without the snapshot itself."""
     approval = (ApprovalRequest.objects.select_related("run__agent", "run__caller", "approver_role",
                                                        "escalated_from_role", "decided_by")
-                .defer("run__state", "run__snapshot", "arguments", "model_rationale").filter(id=approval_id).first())
+                .defer("run__state", "run__snapshot", "arguments", "model_rationale")
+                .annotate(snapshot_caller=Subquery(Run.objects.filter(pk=OuterRef("run_id"))
+                                                   .values(frozen_caller=KT("snapshot__caller__username"))[:1]))
+                .filter(id=approval_id).first())
     if approval is not None:
-        # The caller the frozen snapshot names, for the separation-of-duties check, without the snapshot.
-        approval.run.snapshot_caller = (Run.objects.filter(pk=approval.run_id)
-                                        .values_list(KT("snapshot__caller__username"), flat=True).first())
+        approval.run.snapshot_caller = approval.snapshot_caller
     return approval
 
 

@@ -25,7 +25,6 @@ from tests.runs.test_notify_webhook import Receiver
 pytestmark = pytest.mark.django_db
 
 DOWN_PORT = 8128  # this suite's block (8120-8129): nothing listens here
-RECEIVER_PORT = 8127
 
 
 def _mail_down(settings):
@@ -160,10 +159,10 @@ def test_two_reconcilers_send_a_retry_once(demo, settings, django_capture_on_com
 def receiver(settings):
     import threading
 
-    server = Receiver(RECEIVER_PORT)
+    server = Receiver(0)  # a port the system picks: two of these tests may run at once under xdist
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    settings.WARRANT_NOTIFY_WEBHOOK_URL = f"http://127.0.0.1:{RECEIVER_PORT}/warrant"
+    settings.WARRANT_NOTIFY_WEBHOOK_URL = f"http://127.0.0.1:{server.server_address[1]}/warrant"
     settings.WARRANT_NOTIFY_WEBHOOK_SECRET = "s3cret-for-the-receiver"
     settings.WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS = ("127.0.0.1",)
     yield server
