@@ -20,14 +20,18 @@ from triggers.models import ServiceAccount, Trigger, TriggerFire
 RECENT_SHOWN = 20
 
 
-class _GovernanceAdminWrites:
-    """Governance admins change these; they and compliance read them; nobody else sees them."""
+class _GovernanceAdminReads:
+    """Governance admins and compliance read these; nobody else sees them."""
 
     def has_view_permission(self, request, obj=None):
         return is_governance_admin(request.user) or reads_everything(request.user)
 
     def has_module_permission(self, request):
         return self.has_view_permission(request)
+
+
+class _GovernanceAdminWrites(_GovernanceAdminReads):
+    """And governance admins change them."""
 
     def has_add_permission(self, request):
         return is_governance_admin(request.user)
@@ -208,16 +212,9 @@ class ServiceAccountAdmin(_GovernanceAdminWrites, admin.ModelAdmin):
 
 
 @admin.register(TriggerFire)
-class TriggerFireAdmin(_GovernanceAdminWrites, ReadOnlyAdmin):
+class TriggerFireAdmin(_GovernanceAdminReads, ReadOnlyAdmin):
+    """The fire history: read, never written here."""
+
     list_display = ["received_at", "trigger", "kind", "outcome", "reason", "delivery_id", "run"]
     list_filter = ["outcome", "kind", "trigger"]
     search_fields = ["delivery_id", "reason"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -120,3 +120,14 @@ def test_the_service_account_command_makes_one_and_refuses_unknown_roles(demo):
         call_command("service_account", "cli-bot-2", "--role", "nope")
     with pytest.raises(CommandError, match="exists already"):
         call_command("service_account", "cli-bot", "--role", "operators")
+
+
+def test_the_fire_history_is_read_in_the_workbench_and_never_written(demo, governance_admin, compliance_officer):
+    trigger, secret = webhook()
+    assert deliver("helpdesk", secret, LIST, delivery="h1").status_code == 202
+    for person in (governance_admin, compliance_officer):
+        assert person.browser.get("/admin/triggers/triggerfire/").status_code == 200
+        assert person.browser.get("/admin/triggers/triggerfire/add/").status_code == 403
+    fire = trigger.fires.get()
+    assert governance_admin.browser.post(f"/admin/triggers/triggerfire/{fire.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert trigger.fires.count() == 1
