@@ -15,18 +15,18 @@ from runs.models import Receipt, WitnessSink
 from runs.witness import witness_catch_up
 
 pytestmark = pytest.mark.django_db(transaction=True)
-PORT = 8121  # this suite's loopback port
 
 
 class _Witness(BaseHTTPRequestHandler):
     received: list = []
     redirect = False
+    port = 0  # the loopback port the system gave the server
 
     def do_POST(self):
         document = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if _Witness.redirect and self.path == "/checkpoints":
             self.send_response(307)
-            self.send_header("Location", f"http://127.0.0.1:{PORT}/elsewhere")
+            self.send_header("Location", f"http://127.0.0.1:{_Witness.port}/elsewhere")
             self.end_headers()
             return
         _Witness.received.append((self.path, document))
@@ -40,12 +40,13 @@ class _Witness(BaseHTTPRequestHandler):
 @pytest.fixture
 def http_witness(demo, settings):
     _Witness.received, _Witness.redirect = [], False
-    server = HTTPServer(("127.0.0.1", PORT), _Witness)
+    server = HTTPServer(("127.0.0.1", 0), _Witness)  # a free port: other suites run beside this one
+    _Witness.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     settings.WARRANT_WITNESS_FILE = ""
     settings.WARRANT_WITNESS_INTERVAL_SECONDS = 0
-    settings.WARRANT_WITNESS_URL = f"http://127.0.0.1:{PORT}/checkpoints"
+    settings.WARRANT_WITNESS_URL = f"http://127.0.0.1:{_Witness.port}/checkpoints"
     settings.WARRANT_WITNESS_ALLOWED_HOSTS = ("127.0.0.1",)
     try:
         yield _Witness
@@ -80,7 +81,7 @@ def test_a_redirect_is_a_failure_and_is_not_followed(http_witness):
 
 
 def test_a_host_off_the_allow_list_gets_nothing_from_the_egress_client(http_witness, settings):
-    settings.WARRANT_WITNESS_URL = f"http://localhost:{PORT}/checkpoints"  # the same server, by another name
+    settings.WARRANT_WITNESS_URL = f"http://localhost:{http_witness.port}/checkpoints"  # the same server, by another name
     _seal()
     assert WitnessSink.objects.get(name="http").error == ("the witness URL's host is not in "
                                                           "WARRANT_WITNESS_ALLOWED_HOSTS")

@@ -16,7 +16,6 @@ from runs.models import ApprovalRequest, Run
 
 pytestmark = pytest.mark.django_db
 
-PORT = 8121  # this suite's block: 8120-8129
 SECRET = "s3cret-for-the-receiver"
 
 
@@ -25,9 +24,10 @@ class Receiver(ThreadingHTTPServer):
 
     allow_reuse_address = True
 
-    def __init__(self, port: int = PORT):
+    def __init__(self, port: int = 0):  # 0: a port the system picks, free whatever else runs beside it
         super().__init__(("127.0.0.1", port), Handler)
         self.received, self.answer = [], 204
+        self.port = self.server_address[1]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -49,7 +49,7 @@ def receiver(settings):
     server = Receiver()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    settings.WARRANT_NOTIFY_WEBHOOK_URL = f"http://127.0.0.1:{PORT}/warrant"
+    settings.WARRANT_NOTIFY_WEBHOOK_URL = f"http://127.0.0.1:{server.port}/warrant"
     settings.WARRANT_NOTIFY_WEBHOOK_SECRET = SECRET
     settings.WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS = ("127.0.0.1",)
     settings.WARRANT_PUBLIC_URL = "https://warrant.example.test"
