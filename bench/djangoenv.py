@@ -19,6 +19,9 @@ def configure(workdir: Path, *, database_url: str = "", broker_url: str = "", se
         "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain HTTP on loopback; production redirects to TLS
         "WARRANT_DATA_DIR": str(workdir),
         "WARRANT_LOG_LEVEL": "WARNING",
+        # A deployment has a mail server: approval notices are built and handed to a backend that keeps
+        # them in memory, instead of each failing to reach localhost:25 and being queued for a retry.
+        "DJANGO_EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
         "WARRANT_TEST_FAST_HASHER": "1",
         "WARRANT_THROTTLE_RUN_CREATE": "100000000/min",
         "WARRANT_THROTTLE_APPROVAL_DECIDE": "100000000/min",
