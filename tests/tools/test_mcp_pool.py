@@ -63,7 +63,7 @@ def test_a_server_that_died_while_idle_is_replaced_and_the_call_still_answers(db
             break
         time.sleep(0.05)
     envelope = _now(tool, "Europe/Paris")
-    assert envelope["ok"] and envelope["data"]["timezone"] == "Europe/Paris"
+    assert envelope["ok"] and envelope["data"]["timezone"] == "Europe/Paris", envelope  # the envelope says why
     [replacement] = set(child_processes()) - before
     assert replacement != server
 
