@@ -38,7 +38,8 @@ hooks below), each for a stated reason:
   - a 400 refusing schema-valid data only for such cross-object or cross-field rules ("no role
     named 'x'", "a playbook needs content", a SKILL.md syntax error) is dropped (`filter_failure`,
     BUSINESS_RULES) and counted; any other refusal stays a failure;
-  - DELETE skills/{name}/ retires the skill by design, so use_after_free is off for reading it.
+  - DELETE skills/{name}/ retires the skill by design, so use_after_free is off for reading and
+    editing it.
 Gunicorn's request-line limit is lifted so that long generated query strings reach Django
 instead of gunicorn's own HTML 414 page.
 """
@@ -160,6 +161,12 @@ enabled = false
 # (and the versions receipts name) stays readable"): reading it afterwards is not a use after free.
 [[operations]]
 include-name = "GET /api/v1/skills/{{name}}/"
+checks.use_after_free.enabled = false
+
+# ... and so is editing it: a retired skill's row is still there to PATCH (a DELETE, then an empty PATCH -> 200
+# found by the stateful phase on 2026-12-02).
+[[operations]]
+include-name = "PATCH /api/v1/skills/{{name}}/"
 checks.use_after_free.enabled = false
 """
 
@@ -541,7 +548,7 @@ def _schemathesis(*, base: str, persona: str, tokens: dict[str, str], peers: lis
     env = {**os.environ, "SCHEMATHESIS_HOOKS": str(Path(__file__).resolve()), HOOKS_FLAG: "1", DROPS_FLAG: str(drops)}
     print(f"\n=== schemathesis as {persona}" + (f" (peers: {', '.join(peers)})" if len(peers) > 1 else "")
           + f": budget {command[command.index('--max-time') + 1]}s, all checks"
-          + " (use_after_free off for GET skills/{name}/ only) ===", flush=True)
+          + " (use_after_free off for GET and PATCH skills/{name}/ only) ===", flush=True)
     started = time.monotonic()
     with open(report_dir.parent / f"schemathesis-{persona}.log", "w") as log:
         process = subprocess.Popen(command, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
