@@ -23,7 +23,7 @@ def run_advance_task(self, run_id: str) -> None:
         # The connection died under the step (a restart, a failover): the step is abandoned, and
         # the run goes back on the queue once the database answers, not a lease later.
         handed = hand_back(run_id, worker)
-        logger.warning("run %s: the database failed under its step (%s); %s", run_id, str(exc).splitlines()[0],
+        logger.warning("run %s: the database failed under its step (%s); %s", run_id, (str(exc).splitlines() or [type(exc).__name__])[0],
                        "handed back to the queue" if handed else "left to its lease")
 
 
