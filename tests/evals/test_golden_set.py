@@ -1,5 +1,5 @@
 """The demo's golden set, run as CI runs it (`manage.py run_evals --threshold 1.0`), its coverage of
-the README's demo requests, and what an eval run leaves behind: results, never a run or a side effect."""
+the demo requests the docs name, and what an eval run leaves behind: results, never a run or a side effect."""
 
 import re
 from pathlib import Path
@@ -12,20 +12,21 @@ from evals.models import EvalResult, EvalRun, GoldenCase
 from runs.models import ApprovalRequest, Receipt, Run, RunEvent, SideEffect
 from tests.evals.cli import run_evals_cli
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def _readme_requests() -> set[str]:
-    text = README.read_text(encoding="utf-8")
-    asked = set(re.findall(r'"input": "([^"]+)"', text))  # the tour's curl
-    other = text[text.index("Other questions the demo"):]
-    other = other[:other.index("\n\n")]
-    return {" ".join(request.split()) for request in asked | set(re.findall(r'"([^"]+[.?])"', other))}
+def _documented_requests() -> set[str]:
+    """The README tour's request and the questions docs/workbench.md's "The demo" lists."""
+    asked = set(re.findall(r'"input": "([^"]+)"', (ROOT / "README.md").read_text(encoding="utf-8")))
+    workbench = (ROOT / "docs" / "workbench.md").read_text(encoding="utf-8")
+    demo = workbench[workbench.index("## The demo"):]
+    demo = demo[:demo.index("\n## ", 1)]
+    return {" ".join(request.split()) for request in asked | set(re.findall(r'"([^"]+[.?])"', demo))}
 
 
-def test_the_golden_set_covers_every_demo_request_of_the_readme():
-    requests = _readme_requests()
-    assert len(requests) == 10, requests  # the tour's request and the nine after it
+def test_the_golden_set_covers_every_demo_request_the_docs_name():
+    requests = _documented_requests()
+    assert len(requests) == 10, requests  # the tour's request and the nine the demo section adds
     inputs = {case["input"] for case in GOLDEN}
     assert requests - inputs == set()
     # Injected requests too: orders in the input, a role change, a guard the injection must not get past.
