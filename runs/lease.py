@@ -10,8 +10,9 @@ with it (runs.outbox), so a live worker never loses its run and a slow call is n
 The renewal is one conditional UPDATE on (id, lease_owner, status): it renews only a lease this
 worker still holds, so it can never take a run back from a worker that took it over. It touches
 only lease_expires_at, which the compare-and-set of runs.lifecycle does not hold except in a
-claim, where a renewal that lands first rightly makes the takeover fail. The heartbeat has its own
-database connection (Django's are per thread) and closes it when it stops.
+claim, where a renewal that lands first rightly makes the takeover fail. One heartbeat thread a
+process renews every lease the process holds, on its own database connection (Django's are per
+thread), which it closes whenever it holds none.
 
 Graceful shutdown: request_shutdown() (a Celery worker's warm shutdown, or SIGTERM in a pool
 process: take_sigterm and warrant.celery) asks every run this process advances to stop after its
@@ -176,45 +177,105 @@ class Heartbeat:
     `beat.lost` becomes True when a renewal finds the run no longer ours. Not started when the
     caller's connection is inside a transaction: the run's row as this process wrote it is then
     not visible to another connection (a test that plays the worker inside its own transaction),
-    and a renewal could only miss it."""
+    and a renewal could only miss it.
+
+    The renewals of every run this process holds are made by one thread of the process's, started
+    the first time it is needed: a thread per run cost each task a thread's start and a join of
+    it at the end (a few ms of wall time on a busy machine, where a run's task takes 30), for a
+    step that in most runs is over long before its first renewal is due."""
 
     def __init__(self, run_id, worker: str, *, every: float | None = None):
         self.run_id, self.worker = run_id, worker
         self.every = every if every is not None else heartbeat_seconds()
         self.lost = False
         self.renewals = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.due = 0.0
 
     def __enter__(self) -> "Heartbeat":
         global _active
         with _active_lock:
             _active += 1
         if not transaction.get_connection().in_atomic_block:
-            self._thread = threading.Thread(target=self._beat, name=f"warrant-heartbeat-{self.run_id}", daemon=True)
-            self._thread.start()
+            _renewer.add(self)
         return self
 
     def __exit__(self, *exc) -> None:
         global _active
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=max(self.every, 5))
+        _renewer.discard(self)
         with _active_lock:
             _active -= 1
 
-    def _beat(self) -> None:
-        try:
-            while not self._stop.wait(self.every):
+
+class _Renewer:
+    """The process's heartbeat thread: renews each registered lease every `beat.every` seconds.
+
+    Leaving the block only unregisters the beat: a renewal already under way for it finds the
+    run released or ended and is dropped, not reported as lost. The thread's database connection
+    (Django's are per thread) is closed whenever no lease is held, so an idle process keeps none."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._beats: set[Heartbeat] = set()
+        self._thread: threading.Thread | None = None
+
+    def add(self, beat: Heartbeat) -> None:
+        with self._cond:
+            beat.due = time.monotonic() + beat.every
+            self._beats.add(beat)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="warrant-heartbeat", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def discard(self, beat: Heartbeat) -> None:
+        with self._cond:
+            self._beats.discard(beat)
+            if not self._beats:
+                self._cond.notify()  # the thread lets its connection go now, not at the next due time
+
+    def held(self, beat: Heartbeat) -> bool:
+        with self._cond:
+            return beat in self._beats
+
+    def _due(self) -> list[Heartbeat]:
+        """Wait until a beat is due; those that are."""
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                due = [beat for beat in self._beats if beat.due <= now]
+                if due:
+                    for beat in due:
+                        beat.due = now + beat.every
+                    return due
+                if not self._beats:
+                    connections.close_all()  # this thread's connections only
+                    self._cond.wait()
+                else:
+                    self._cond.wait(min(beat.due for beat in self._beats) - now)
+
+    def _loop(self) -> None:
+        while True:
+            for beat in self._due():
                 try:
-                    if not renew(self.run_id, self.worker):
-                        self.lost = True
-                        logger.warning("run %s: the lease of %s was taken over or ended", self.run_id, self.worker)
-                        return
-                    self.renewals += 1
+                    if renew(beat.run_id, beat.worker):
+                        beat.renewals += 1
+                    elif self.held(beat):
+                        beat.lost = True
+                        self.discard(beat)
+                        logger.warning("run %s: the lease of %s was taken over or ended", beat.run_id, beat.worker)
                 except DatabaseError:
                     # A dropped connection or a busy database: the next beat tries on a new connection.
-                    logger.warning("run %s: the lease could not be renewed; trying again", self.run_id, exc_info=True)
+                    logger.warning("run %s: the lease could not be renewed; trying again", beat.run_id, exc_info=True)
                     connections.close_all()
-        finally:
-            connections.close_all()  # this thread's connections only
+
+
+_renewer = _Renewer()
+
+
+def _after_fork() -> None:
+    # A forked process (a Celery pool process) has no heartbeat thread, whatever its parent had.
+    global _renewer
+    _renewer = _Renewer()
+
+
+os.register_at_fork(after_in_child=_after_fork)

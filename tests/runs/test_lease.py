@@ -108,3 +108,28 @@ def test_after_a_database_failure_the_run_is_handed_back_by_the_worker_holding_i
     assert Run.objects.get(id=queued.id).status == "queued"
     assert lease.hand_back(queued.id, "w:1", within=0) is True
     assert Run.objects.get(id=queued.id).status == "succeeded"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_thread_renews_every_lease_the_process_holds_and_a_finished_beat_is_not_reported_lost(demo, short_lease):
+    import threading
+
+    first, second = _queued("List all accounts."), _queued("List all accounts.")
+    until = timezone.now() + timedelta(seconds=30)
+    Run.objects.filter(id__in=[first.id, second.id]).update(status="running", lease_owner="w:1", lease_expires_at=until)
+    with lease.Heartbeat(first.id, "w:1") as one, lease.Heartbeat(second.id, "w:1") as two:
+        deadline = time.monotonic() + 30
+        while (one.renewals < 2 or two.renewals < 2) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        beating = [t for t in threading.enumerate() if t.name.startswith("warrant-heartbeat")]
+        assert one.renewals >= 2 and two.renewals >= 2 and len(beating) == 1
+        # Taken over by another worker: the next renewal finds it so, and says the lease is lost.
+        Run.objects.filter(id=second.id).update(lease_owner="other:2")
+        while not two.lost and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert two.lost and not one.lost
+    # The block has ended: the run is released as a worker would, and no renewal marks it lost.
+    Run.objects.filter(id=first.id).update(status="queued", lease_owner="", lease_expires_at=None)
+    time.sleep(5 * lease.heartbeat_seconds())
+    assert not one.lost
+    assert Run.objects.get(id=second.id).lease_owner == "other:2"
