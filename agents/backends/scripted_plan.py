@@ -4,9 +4,10 @@ Records are of the kinds the tools take ids of: a property `account_id` makes "a
 the tool on offer that says the kind in its name and takes a `query` resolves a name to a record,
 one that says it and takes nothing lists them all. A property takes, by its name: `<kind>_id` a
 record's id, a resolver's `query` a record's name, another `query` (`q`, `topic`, `search`) a
-topic, `to` an address, `subject` and `body` a message's (from the tool's wording), `expression`
-arithmetic, `name` a name. A fill is ready (values, several to fan out over), wait (first make
-these lookups) or skip (and why); a call is as ready as its least ready argument.
+topic, `to` an address, `subject` and `body` a message's (from the tool's wording), `name` a name;
+a wording module may read others (FILLS: the calculator's `expression`). A fill is ready (values,
+several to fan out over), wait (first make these lookups) or skip (and why); a call is as ready as
+its least ready argument.
 """
 
 import json
@@ -111,7 +112,6 @@ class Fill:
     values: list = field(default_factory=list)  # ready: argument dicts or single values
     needs: list = field(default_factory=list)  # wait: (tool, arguments) lookups to make first
     reason: str = ""  # skip: why
-    description: str = ""  # a percentage: what its expression means, for the answer
 
 
 def skip(reason: str) -> Fill:
@@ -127,7 +127,7 @@ def waiting(fills: list[Fill]) -> Fill | None:
 
 def inferred_steps(request: str, tools: list[dict]) -> list[str]:
     """Tools whose name words the request says (a tool that changes something needs its verb said),
-    the most specific of look-alikes; a calculator (it takes an `expression`) for arithmetic."""
+    the most specific of look-alikes; a tool taking a property a wording module reads (ASKED) when it says so."""
     said, names, synonyms = text.words(request), [tool["name"] for tool in tools], text.wording().synonyms
     where: dict[str, int] = {}  # stem (or the tools' word it means) -> first position in the request
     for position, word in enumerate(said):
@@ -137,8 +137,8 @@ def inferred_steps(request: str, tools: list[dict]) -> list[str]:
     for tool in tools:
         name, parts = tool["name"], text.tool_words(tool["name"])
         hits = [where[part] for part in parts if part in where]
-        if "expression" in properties(tool):
-            hits = [0] if text.wants_arithmetic(request) else []
+        if asked := next((wants for prop, wants in text.wording().asked.items() if prop in properties(tool)), None):
+            hits = [0] if asked(request) else []
         elif 2 * len(hits) < len(parts) or (is_side_effect(name) and parts[0] not in where):
             hits = []
         if hits:
@@ -197,11 +197,6 @@ class Plan:
     def label(self, record_id: str) -> str:
         return f"{self.names[record_id]} ({record_id})" if record_id in self.names else record_id
 
-    def describe(self, expression: str) -> str | None:
-        """What a percentage we built means ("10% of Acme Corp's ARR (240000)"), if it is one we built."""
-        fill = self.calculation(self.scope)
-        return fill.description if fill.values == [expression] else None
-
     def next_calls(self) -> list[tuple[str, dict]]:
         """Every call whose arguments are known now, and the lookups the others wait for; never a
         call already made. Orders first, a bare "call X" (no arguments, no target) once."""
@@ -251,33 +246,10 @@ class Plan:
 
     # --- Arguments ----------------------------------------------------------------------------
 
-    def calculation(self, scope: Scope) -> Fill:
-        """The expression for a calculator: "N% of <number or a record's field>", or bare arithmetic."""
-        percent = text.percent_request(scope.text)
-        if not percent:
-            expression = text.plain_arithmetic(scope.text)
-            return Fill("ready", [expression]) if expression else skip("the request has nothing to calculate")
-        share, subject = percent
-        number = text.parse_number(subject)
-        if number is None:  # a record's field: "Acme's ARR"
-            field_word = (text.words(subject) or [""])[-1]
-            names = [name for name in scope.entities if name in subject] or list(scope.entities)
-            kind = next((kind for kind in self.kinds if self.resolvers[kind]), None)
-            found = self.resolve(names[0], kind) if names and kind else skip(f"no record to take {share}% of")
-            if found.status != "ready":
-                return found
-            record = found.values[0]
-            number = record.get(field_word, record.get(text.wording().synonyms.get(field_word)))
-            if not isinstance(number, (int, float)) or isinstance(number, bool):
-                return skip(f"no {field_word or 'number'} to take {share}% of")
-            owner = self.names.get(record["id"], record["id"])
-            subject = f"{owner}'s {subject.split()[-1]} ({text.number_text(number)})"
-        else:
-            subject = text.number_text(number)
-        return Fill("ready", [f"{text.number_text(number)} * {share} / 100"], description=f"{share}% of {subject}")
-
     def value_for(self, tool: str, prop: str, scope: Scope) -> Fill:
         key = prop.lower()
+        if key in text.wording().fills:
+            return text.wording().fills[key](self, scope)
         resolves = next((kind for kind, resolver in self.resolvers.items() if resolver == tool), None)
         if key.endswith("_id") and key[:-3] in self.kinds:
             return self.record_ids(scope, tool, key[:-3])
@@ -290,8 +262,6 @@ class Plan:
             return Fill("ready", list(scope.emails[:1])) if scope.emails else skip("no email address given")
         if key in ("subject", "body") and scope.emails and tool in text.wording().messages:
             return Fill("ready", [self.message(tool, scope.text, scope.emails[0])[key]])
-        if key == "expression":
-            return self.calculation(scope)
         return Fill("ready", list(scope.entities[:1])) if key == "name" and scope.entities else skip(
             f"nothing to use for {prop}")
 

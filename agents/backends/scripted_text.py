@@ -1,6 +1,6 @@
-"""Reading text the way the scripted backend does: steps, words, names, ids, topics, arithmetic and
-orders to call a tool. Plain rules (regular expressions, word lists), so a test can predict what
-it reads. What particular tools add comes from the wording modules beside them (WORDING_MODULES).
+"""Reading text the way the scripted backend does: steps, words, names, ids, topics and orders to
+call a tool. Plain rules (regular expressions, word lists), so a test can predict what it reads.
+What particular tools add comes from the wording modules beside them (WORDING_MODULES).
 """
 
 import json
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 from agents import prompt_format as fmt
 
-WORDING_MODULES = ("agents.tools.crm_wording",)
+WORDING_MODULES = ("agents.tools.crm_wording", "agents.tools.calculator_wording")
 ADDRESS = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"
 NAME = r"[A-Z][\w&-]*(?:\s+[A-Z][\w&-]*)*"  # a run of capitalised words
 ID = r"\b[A-Z][A-Z0-9]*-\d+\b"  # how a record's id is written: A-100, T-2
@@ -35,11 +35,12 @@ def wording() -> SimpleNamespace:
     """The wording modules merged. Each may define SYNONYMS (a request word's stem -> a word the
     tools use), ORDERS ((tool, pattern, "address" or "record"): a phrase that orders a call without
     naming the tool, group 1 its target), MESSAGES (tool -> composer(text, address, description) of
-    a message's arguments), ANSWERS (tool -> phrase(call, said)) and SUMMARIES (tool ->
-    phrase(calls, said): one block for all of a tool's results)."""
+    a message's arguments), ASKED (property -> predicate(request): a tool taking it is a step when
+    the request says so), FILLS (property -> filler(plan, scope) -> Fill), ANSWERS (tool ->
+    phrase(call, said)) and SUMMARIES (tool -> phrase(calls, said): one block for all of a tool's results)."""
     parts = [import_module(path) for path in WORDING_MODULES]
     merged = {key.lower(): {k: v for part in parts for k, v in getattr(part, key, {}).items()}
-              for key in ("SYNONYMS", "MESSAGES", "ANSWERS", "SUMMARIES")}
+              for key in ("SYNONYMS", "MESSAGES", "ASKED", "FILLS", "ANSWERS", "SUMMARIES")}
     orders = [(tool, re.compile(pattern), kind)
               for part in parts for tool, pattern, kind in getattr(part, "ORDERS", ())]
     return SimpleNamespace(**merged, orders=orders)
@@ -126,45 +127,11 @@ def topic(text: str) -> str:
     return ""
 
 
-# --- Numbers and arithmetic -----------------------------------------------------------------
-
-_NUMBER = r"\d[\d,]*(?:\.\d+)?"
-_ARITHMETIC_RE = re.compile(rf"\(*\s*{_NUMBER}\s*\)*(?:\s*[-+*/]\s*\(*\s*{_NUMBER}\s*\)*)+")
-
-
 def number_text(value) -> str:
     """240000.0 -> "240000", 0.125 -> "0.12": how numbers read in an answer."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return f"{value:.2f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
-
-
-def parse_number(text: str):
-    try:
-        value = float(text.strip().lstrip("$€£").replace(",", ""))
-    except ValueError:
-        return None
-    return int(value) if value.is_integer() else value
-
-
-def percent_request(text: str):
-    """("10", "Acme's ARR") for "What is 10% of Acme's ARR?", else None."""
-    match = re.search(r"(\d+(?:\.\d+)?)\s*(?:%|percent\b)\s*of\s+([^?!\n]+)", text or "", re.I)
-    return (match.group(1), re.split(r"\.(?:\s|$)", match.group(2))[0].strip(" .,;:")) if match else None
-
-
-def plain_arithmetic(text: str) -> str | None:
-    """A bare expression such as "12 * (3 + 4)" in the text, spaced and without thousands commas,
-    else None. A date (2026-12-01) is no subtraction."""
-    for match in _ARITHMETIC_RE.finditer(text or ""):
-        candidate = match.group(0).strip()
-        if not re.match(r"^\d{4}-\d{2}-\d{2}$", candidate) and candidate.count("(") == candidate.count(")"):
-            return re.sub(r"(?<=\d),(?=\d{3})", "", " ".join(candidate.split()))
-    return None
-
-
-def wants_arithmetic(text: str) -> bool:
-    return bool(percent_request(text) or plain_arithmetic(text))
 
 
 # --- Orders ---------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""How the scripted backend speaks about the demo tools of agents/tools/crm.py.
+"""How the scripted backend speaks about the demo tools of agents/tools/crm.py (and the answers of
+the knowledge search, agents/tools/knowledge.py); the calculator's words are in calculator_wording.
 
 Read by agents.backends.scripted_text.wording: which request words mean which tools' words, which
 phrases order an email or a deletion without naming the tool, how an email is worded, and how
@@ -139,12 +140,6 @@ def tickets(call, said) -> str:
     return f"Open tickets for {said.label(account_id)}:\n" + "\n".join(lines)
 
 
-def calculator(call, said) -> str:
-    result = call.data.get("result") if isinstance(call.data, dict) else call.data
-    expression = str(call.arguments.get("expression", ""))
-    return f"{said.describe(expression) or expression} = {number_text(result)}."
-
-
 def knowledge(call, said) -> str:
     data, query = call.data, call.arguments.get("query", "")
     passages = data.get("passages", data.get("results", [])) if isinstance(data, dict) else data
@@ -173,7 +168,7 @@ def deleted(call, said) -> str:
 
 
 ANSWERS = {"get_account": get_account, "list_accounts": list_accounts, "get_usage_trend": usage,
-           "list_open_tickets": tickets, "calculator": calculator, "search_knowledge": knowledge, "send_email": sent,
+           "list_open_tickets": tickets, "search_knowledge": knowledge, "send_email": sent,
            "delete_account": deleted}
 SUMMARIES = {"compute_health_score": health}
 MESSAGES = {"send_email": email}  # tool -> composer(text, address, tool description) of a message's arguments

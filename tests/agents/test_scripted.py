@@ -902,6 +902,7 @@ def test_an_id_the_schema_pattern_does_not_fit_is_not_taken_for_a_record():
 def test_the_backend_code_names_no_demo_tool_and_imports_no_run_module():
     import ast
 
+    from agents.backends.scripted_text import WORDING_MODULES
     from agents.demo_data import TOOL_DEFINITIONS
 
     demo_names = {tool["name"] for tool in TOOL_DEFINITIONS}
@@ -909,8 +910,11 @@ def test_the_backend_code_names_no_demo_tool_and_imports_no_run_module():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         docstrings = {id(node.body[0].value) for node in ast.walk(tree)
                       if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(node)}
+        # The paths of the wording modules name the tools they speak for (calculator_wording): the list of
+        # them is the one place the backend points at tools' words, and the code reads none by name.
         strings = {node.value for node in ast.walk(tree)
                    if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings}
+        strings -= set(WORDING_MODULES)
         assert not {name for name in demo_names if any(name in text for text in strings)}, path.name
         imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
@@ -919,10 +923,25 @@ def test_the_backend_code_names_no_demo_tool_and_imports_no_run_module():
 
 def test_the_demo_tools_words_come_from_the_wording_beside_them():
     from agents.backends.scripted_text import WORDING_MODULES, wording
-    from agents.tools import crm_wording
+    from agents.tools import calculator_wording, crm_wording
 
     words = wording()
-    assert WORDING_MODULES == ("agents.tools.crm_wording",)
+    assert WORDING_MODULES == ("agents.tools.crm_wording", "agents.tools.calculator_wording")
     assert set(words.answers) | set(words.summaries) == {tool["name"] for tool in demo_tools()}
     assert words.synonyms["churn"] == "health" and words.answers["send_email"] is crm_wording.sent
     assert {tool for tool, _, _ in words.orders} == {"send_email", "delete_account"}
+    assert words.answers["calculator"] is calculator_wording.calculated and set(words.fills) == {"expression"}
+
+
+def test_a_tool_it_has_never_seen_that_takes_an_expression_is_given_the_requests_arithmetic():
+    # The calculator's wording reads a request by the property `expression`, not by the tool's name;
+    # the answer is the tool's JSON, since no wording module knows this tool.
+    tools = [{"name": "evaluate", "description": "Arithmetic.", "input_schema": _schema(expression="e.g. 2 * 3")}]
+
+    def evaluating(name, arguments):
+        return _ok({"result": evaluate(arguments["expression"])})
+
+    assert Conversation("What is 6 * 7?", tools=tools, answer=evaluating).batches() == (
+        [[("evaluate", {"expression": "6 * 7"})]], 'evaluate returned: {"result": 42}')
+    assert Conversation("Evaluate the weather.", tools=tools, answer=evaluating).batches() == (
+        [], "I can't help with that using the tools available to me.")
