@@ -31,7 +31,7 @@ from django.utils import timezone
 from core.api_errors import Conflict
 from runs import harness, notify, outcome_refusals
 from runs.approval_routing import request_routing
-from runs.events import write_events
+from runs.events import chain_rows, insert_rows, tip
 from runs.models import ApprovalRequest, Run
 from runs.queue import enqueue
 from runs.receipts import receipt_seal
@@ -55,24 +55,27 @@ def _write(run: Run, *, status: str | None = None, expect: dict | None = None, f
         check_transition(run.status, status)
         values |= {"status": status, "status_changed_at": timezone.now()}
     expect = expect or {}
+    rows = head = None
     while True:
         if events:  # the condition holds event_seq to what we know: the new value is ours to say
-            values["event_seq"] = run.event_seq + len(events)
+            # Chained first, so the same statement sets the new tip (Run.trace_tip) with event_seq.
+            rows, head = chain_rows(run, run.event_seq + 1, list(events))
+            values |= {"event_seq": head[0], "trace_tip": tip(head)}
         if Run.objects.filter(id=run.id, status=run.status, event_seq=run.event_seq,
                               cancel_requested=run.cancel_requested, **expect).update(**values):
             break
         if not follow:
             return False
         seen = (Run.objects.select_for_update().filter(id=run.id)
-                .values("status", "event_seq", "cancel_requested", *expect).first())
+                .values("status", "event_seq", "cancel_requested", "trace_tip", *expect).first())
         if seen is None or seen["status"] != run.status or any(seen[k] != v for k, v in expect.items()):
             return False
-        run.event_seq, run.cancel_requested = seen["event_seq"], seen["cancel_requested"]
-    first_seq = run.event_seq + 1
+        run.event_seq, run.cancel_requested, run.trace_tip = seen["event_seq"], seen["cancel_requested"], seen["trace_tip"]
     for name, value in values.items():
         setattr(run, name, value)
     if events:
-        run.written_head = write_events(run, first_seq, list(events))
+        insert_rows(run, rows, head)
+        run.written_head = head
     return True
 
 

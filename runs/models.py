@@ -43,6 +43,11 @@ class Run(models.Model):
     # The seq of the run's last trace event. Every writer of events takes the next numbers by
     # incrementing it (which locks the row), in the transaction that inserts them.
     event_seq = models.PositiveIntegerField(default=0)
+    # "seq:hash" of the trace's last event, written by the same statement that moves event_seq on
+    # (runs.lifecycle), so a writer that reads the row has the link its next event chains to
+    # without reading the events. A value whose seq is not event_seq (a row written before this
+    # column, or by an older process) is not used: the link is then read from the events.
+    trace_tip = models.CharField(max_length=80, blank=True, default="")
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     llm_calls = models.PositiveIntegerField(default=0)

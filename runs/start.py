@@ -4,7 +4,7 @@ from django.db import transaction
 
 from core.api_errors import Conflict, DomainError
 from runs import harness
-from runs.events import write_events
+from runs.events import chain_rows, insert_rows, tip
 from runs.freeze import governance_for
 from runs.models import Run
 from runs.queue import enqueue
@@ -41,15 +41,20 @@ def run_start(*, agent_slug: str, input_text: str, caller, governance_stamp: str
     if origin is not None:
         snapshot["origin"] = origin
     with transaction.atomic():
-        run = Run.objects.create(
+        run = Run(
             agent=governance.agent, agent_version=governance.version, caller=caller,
             caller_roles=snapshot["caller"]["roles"], input=input_text, snapshot=snapshot,
             policy_snapshot_sha256=snapshot["policy_snapshot_sha256"], state=harness.initial_state(input_text),
             event_seq=1,
         )
-        write_events(run, 1, [(0, "run_created", {
+        # The first event is chained before the row is inserted, so the row carries its tip
+        # (Run.trace_tip): the claim that follows appends to the trace without reading it.
+        rows, head = chain_rows(run, 1, [(0, "run_created", {
             "agent": governance.agent.slug, "agent_version": snapshot["agent"]["version"], "caller": snapshot["caller"],
             "policy_snapshot_sha256": run.policy_snapshot_sha256} | ({"origin": origin} if origin is not None else {}))])
+        run.trace_tip = tip(head)
+        run.save(force_insert=True)
+        insert_rows(run, rows, head)
         # The embedded worker claims the run as written here, without reading it back.
         enqueue(run.id, known=run)
     return run, True

@@ -218,3 +218,58 @@ def test_a_run_resumed_in_process_after_a_decision_goes_on_from_the_row_the_deci
     assert run.status == "succeeded" and receipt_verify(receipt=run.receipt).valid
     claims = list(run.events.filter(kind="claimed").values_list("data", flat=True))
     assert [c["delivery"] for c in claims] == [1, 1] and _seqs(run) == list(range(1, run.event_seq + 1))
+
+
+def _claim_counting_trace_reads(run: Run) -> tuple[Run, int]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from runs.lifecycle import run_claim
+
+    with CaptureQueriesContext(connection) as seen:
+        claimed = run_claim(run.id, "w-test")
+    return claimed, sum(1 for q in seen.captured_queries if q["sql"].startswith("SELECT") and "runs_runevent" in q["sql"])
+
+
+def _release(run: Run) -> None:
+    from runs.lifecycle import run_release
+
+    run_release(run, "w-test")  # back on the queue, for the run_advance that takes it to its end
+
+
+def _tip_is_the_last_event(run: Run) -> bool:
+    last = run.events.order_by("-seq").values_list("seq", "hash").first()
+    return Run.objects.get(id=run.id).trace_tip == f"{last[0]}:{last[1]}"
+
+
+def test_a_claim_chains_its_event_to_the_tip_the_row_carries_without_reading_the_trace(demo):
+    from runs.receipts import receipt_verify
+
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text="How healthy is Acme Corp?",
+                                caller=User.objects.get(username="operator"))
+    assert _tip_is_the_last_event(run)
+    claimed, trace_reads = _claim_counting_trace_reads(run)
+    assert claimed is not None and trace_reads == 0 and _tip_is_the_last_event(run)
+    _release(claimed)
+    services.run_advance(run_id=run.id)
+    run.refresh_from_db()
+    assert run.status == "succeeded" and _tip_is_the_last_event(run) and receipt_verify(receipt=run.receipt).valid
+
+
+def test_a_row_whose_tip_is_not_at_its_last_event_has_the_link_read_from_the_trace(demo):
+    """A row written by a process that does not keep the tip (one from before it, in a rolling
+    deploy) moves event_seq on and leaves the tip behind: the tip is then not used."""
+    from runs.receipts import receipt_verify
+
+    run, _ = services.run_start(agent_slug="crm-assistant", input_text="How healthy is Acme Corp?",
+                                caller=User.objects.get(username="operator"))
+    with transaction.atomic():
+        Run.objects.filter(id=run.id).update(event_seq=F("event_seq") + 1)  # what the older writer did
+        write_events(Run.objects.get(id=run.id), 2, [(0, "note", {"n": 1})])
+    Run.objects.filter(id=run.id).update(trace_tip=Run.objects.get(id=run.id).trace_tip.replace("2:", "1:"))
+    claimed, trace_reads = _claim_counting_trace_reads(run)
+    assert claimed is not None and trace_reads == 1 and _tip_is_the_last_event(run)
+    _release(claimed)
+    services.run_advance(run_id=run.id)
+    run.refresh_from_db()
+    assert run.status == "succeeded" and receipt_verify(receipt=run.receipt).valid
