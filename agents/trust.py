@@ -7,11 +7,18 @@ run (runs.harness). A discovered tool follows its source's mark (ToolSource.trus
 tool has its own (Tool.trusted_output).
 
 Only a governance admin may set a mark, and each change writes a TrustChange (who, when, from
-what to what, why) in the same transaction, the way a policy change writes a PolicyVersion.
+what to what, why) in the same transaction, the way a policy change writes a PolicyVersion. The
+row is sealed into the trust chain as it is written (signed, hash-chained, witnessed:
+review.trust_chain), so a change removed or rewritten afterwards, by a DBA or anyone else, is
+caught by the review chain's verification and by the offline verifier.
+
+One person decides: a governance admin alone may mark a source trusted, and from then on what its
+tools say no longer taints a run, so side effects after reading it no longer each need an approval.
 """
 
 import logging
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from agents.models import Tool, ToolSource, TrustChange
@@ -19,6 +26,9 @@ from core.api_errors import Conflict, Forbidden
 from core.permissions import is_governance_admin
 
 logger = logging.getLogger(__name__)
+# Seals a change into the trust chain and inserts it: review.trust_chain.seal_trust_change, put here
+# by review.apps (agents imports no app above it).
+SEAL: list = []
 
 
 def _check(user) -> None:
@@ -27,8 +37,10 @@ def _check(user) -> None:
 
 
 def _record(*, subject: str, name: str, trusted: bool, was: bool, user, reason: str) -> None:
-    TrustChange.objects.create(subject=subject, name=name, trusted=trusted, was_trusted=was,
-                               changed_by=user if getattr(user, "pk", None) else None, reason=reason)
+    if not SEAL:  # an unsealed change is the gap the chain closes: refuse it rather than write one
+        raise ImproperlyConfigured("no trust chain is registered (review.apps): trust marks cannot be changed")
+    SEAL[0](TrustChange(subject=subject, name=name, trusted=trusted, was_trusted=was,
+                        changed_by=user if getattr(user, "pk", None) else None, reason=reason))
     logger.info("trust mark of %s %s: %s -> %s by %s", subject, name, was, trusted,
                    getattr(user, "username", None) or "the platform")
 

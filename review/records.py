@@ -11,18 +11,16 @@ import logging
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from core.api_errors import Conflict, DomainError, Forbidden
 from core.permissions import compliance_role, in_role
 from review.models import ReviewItem, ReviewRecord
+from review.sealing import seal_next
 from review.witness import review_head, witness_after_commit
-from runs import signing
 from runs.models import ApprovalDecision, ApprovalRequest
-from runs.receipts import canonical
 from runs.verification_receipt import receipt_verify
-from warrant_verify.messages import receipt_hash
 from warrant_verify.review_chain import FORMAT, review_message
 
 logger = logging.getLogger(__name__)
@@ -175,26 +173,16 @@ def record_body(record: ReviewRecord, item: ReviewItem, reviewer, *, via: str, v
     }
 
 
-def _lock_chain() -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CHAIN_LOCK])
-
-
 def _append(item, reviewer, *, kind, severity, note, follows, resolves, via, verification) -> ReviewRecord:
     record = ReviewRecord(item=item, run_id=item.run_id, reviewer=reviewer, kind=kind, severity=severity, note=note,
                           follows=follows, resolves=resolves, created_at=timezone.now().replace(microsecond=0))
-    key_id, _key = signing.signing_key()
-    _lock_chain()
-    last_seq, prev_hash = review_head()
-    body = canonical(record_body(record, item, reviewer, via=via, verification=verification))
-    seq, hash_ = last_seq + 1, receipt_hash(prev_hash, body)
-    signature = signing.sign(review_message(seq=seq, prev_hash=prev_hash, hash=hash_, key_id=key_id,
-                                            record_id=str(record.id), run_id=str(item.run_id)))
+    sealed = seal_next(lock=_CHAIN_LOCK, head=review_head, message=review_message,
+                       body=record_body(record, item, reviewer, via=via, verification=verification),
+                       record_id=str(record.id), run_id=str(item.run_id))
     record.seq, record.prev_hash, record.hash, record.body, record.key_id, record.signature = (
-        seq, prev_hash, hash_, body, key_id, signature)
+        sealed.seq, sealed.prev_hash, sealed.hash, sealed.body, sealed.key_id, sealed.signature)
     record.save()  # AppendOnlyModel: an INSERT, never an update
-    witness_after_commit(seq, hash_)
+    witness_after_commit(sealed.seq, sealed.hash)
     return record
 
 

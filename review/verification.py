@@ -4,7 +4,8 @@ What only the database can tell is added here: each record's columns against its
 (reviewer, kind, severity, note, follows, the receipt it reviewed), records of a run with no
 review item, and the append-only triggers. The chain is also held against the review checkpoints
 in the witness file (review.witness): a chain rewritten by someone holding the signing key, or cut
-short, no longer matches a head the witness recorded. Every failure is reported, as
+short, no longer matches a head the witness recorded. The trust chain, signed and witnessed the
+same way, is verified with it (review.trust_verification). Every failure is reported, as
 runs.verification does.
 """
 
@@ -16,6 +17,7 @@ from django.utils import timezone
 
 from review import append_only
 from review.models import ReviewRecord
+from review.trust_verification import chunks, trust_verify_problems
 from runs import signing, witness
 from runs.models import Receipt
 from runs.verification import Problem, Verification, _result
@@ -74,7 +76,7 @@ def _witness_problems(lines: list[dict], *, keys, hash_at: dict, head_seq: int, 
 
 def review_verify_chain() -> Verification:
     """The whole review chain from #1: links, hashes, bodies, signatures, rows against bodies, the
-    witness's review checkpoints, triggers."""
+    witness's review checkpoints, triggers; and the trust chain the same way (review.trust_verification)."""
     made_at = witness._iso(timezone.now())  # before the chain is read: a head signed later may be newer
     keys = signing.verifying_keys()
     witnessed, witness_problems = _witnessed()
@@ -83,7 +85,6 @@ def review_verify_chain() -> Verification:
     problems, checked, known = [], 0, {}
     start_seq, start_prev = 1, GENESIS
     rows_all = ReviewRecord.objects.order_by("seq").values(*COLUMNS, *_SEALED)
-    chunk: list[dict] = []
 
     def walk(rows):
         nonlocal start_seq, start_prev, checked
@@ -100,16 +101,15 @@ def review_verify_chain() -> Verification:
         hash_at.update({seq: hash_ for seq, hash_ in result.hashes.items() if seq in wanted})
         start_seq, start_prev = result.head_seq + 1, result.head_hash
 
-    for row in rows_all.iterator(chunk_size=_CHUNK):
-        chunk.append(row)
-        if len(chunk) == _CHUNK:
-            walk(chunk)
-            chunk = []
-    if chunk:
-        walk(chunk)
+    for rows in chunks(rows_all, _CHUNK):
+        walk(rows)
     problems += witness_problems + _witness_problems(witnessed, keys=keys, hash_at=hash_at, head_seq=start_seq - 1,
                                                      made_at=made_at)
     problems += [Problem("append_only", name, "the append-only trigger is missing or disabled")
                  for name in append_only.missing(connection)]
+    trust_checked, trust_witnessed, trust_problems = trust_verify_problems(keys=keys, made_at=made_at)
     against = f", and match the witness's {len(witnessed)} review checkpoints" if witnessed else ""
-    return _result(checked, problems, ok_reason=f"all {checked} review records signed and chained, rows match{against}")
+    trust_against = f", and match the witness's {trust_witnessed} trust checkpoints" if trust_witnessed else ""
+    return _result(checked, problems + trust_problems, ok_reason=(  # checked: review records; the reason counts both
+        f"all {checked} review records signed and chained, rows match{against}; all {trust_checked} trust changes "
+        f"signed and chained, rows and marks match{trust_against}"))

@@ -30,11 +30,12 @@ REVIEW_CHAIN = witness.WitnessedChain(name="review", kind=REVIEW_CHECKPOINT_KIND
                                       head=review_head, made_at=_made_at)
 
 
-def _publish(seq: int, hash_: str) -> None:
-    witness.chain_publish(REVIEW_CHAIN, head=(seq, hash_))
+def _publish(chain: witness.WitnessedChain, seq: int, hash_: str) -> None:
+    witness.chain_publish(chain, head=(seq, hash_))
 
 
-def witness_after_commit(seq: int, hash_: str) -> None:
-    """Called inside the transaction that appends record #seq: once it commits, the sinks get the
-    new head. A sink that is down never holds the reviewer up (the reconciler catches it up)."""
-    transaction.on_commit(partial(_publish, seq, hash_), robust=True)
+def witness_after_commit(seq: int, hash_: str, chain: witness.WitnessedChain = REVIEW_CHAIN) -> None:
+    """Called inside the transaction that appends record #seq (of the review chain, or of `chain`):
+    once it commits, the sinks get the new head. A sink that is down never holds the writer up (the
+    reconciler catches it up)."""
+    transaction.on_commit(partial(_publish, chain, seq, hash_), robust=True)

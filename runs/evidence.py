@@ -36,10 +36,11 @@ from runs.signing import key_set_document, sign, signing_key
 from warrant_verify.messages import GENESIS, manifest_message
 
 BUNDLE_FILES = ("receipts.jsonl", "events.jsonl", "checkpoints.jsonl", "approvals.jsonl", "policies.jsonl",
-                "runs.jsonl", "reviews.jsonl", "keys.json", "summary.html", "manifest.json")
-# The review chain's rows and the manifest's account of them, from review (runs imports no app above
-# it): review.apps puts review.evidence.review_chain_rows here, a callable giving (rows, summary).
-REVIEW_CHAIN: list = []
+                "runs.jsonl", "reviews.jsonl", "trust.jsonl", "keys.json", "summary.html", "manifest.json")
+# The signed record chains beside the receipts (the review chain, the trust chain), from review (runs
+# imports no app above it): review.apps puts each here as (file, manifest section, a callable giving
+# (rows, summary)), the summary being what the signed manifest says of the file.
+RECORD_CHAINS: list[tuple[str, str, object]] = []
 LINES_PER_CHUNK = 500
 
 
@@ -159,15 +160,14 @@ def _document(make) -> Iterator[bytes]:
     yield make()
 
 
-def _manifest(plan: EvidencePlan, digests: dict, reviews: dict | None = None) -> bytes:
+def _manifest(plan: EvidencePlan, digests: dict, sections: dict) -> bytes:
     key_id, _ = signing_key()
     # Always six digits of microseconds: the verifier compares checkpoint times with this as text.
     made_at = plan.created_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     manifest = {"v": 1, "kind": "warrant.evidence-bundle", "created_at": made_at,
                 "period": {"from": iso(plan.period_from), "to": iso(plan.period_to)},
                 "chain": plan.chain(), "files": dict(digests), "key_id": key_id}
-    if reviews is not None:
-        manifest["reviews"] = reviews  # the review chain's extent, signed with the rest
+    manifest |= sections  # each record chain's extent ("reviews", "trust"), signed with the rest
     manifest["signature"] = sign(manifest_message(manifest))
     return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
@@ -176,7 +176,7 @@ def _files(plan: EvidencePlan, *, requested_by) -> Iterator[tuple[str, Iterator[
     """(name, chunks) for every file of the bundle in order, the manifest last."""
     digests: dict[str, str] = {}
     tally = Tally(plan=plan, requested_by=requested_by.get_username())
-    review_rows, reviews = REVIEW_CHAIN[0]() if REVIEW_CHAIN else (iter(()), None)
+    chains = {name: (section, *rows_and_summary()) for name, section, rows_and_summary in RECORD_CHAINS}
     contents = {
         "receipts.jsonl": _jsonl(evidence_rows.receipts(plan, tally)),
         "events.jsonl": _jsonl(evidence_rows.events(plan, tally)),
@@ -184,13 +184,14 @@ def _files(plan: EvidencePlan, *, requested_by) -> Iterator[tuple[str, Iterator[
         "approvals.jsonl": _jsonl(evidence_rows.approvals(plan, tally)),
         "policies.jsonl": _jsonl(evidence_rows.policies(plan, tally)),
         "runs.jsonl": _jsonl(evidence_rows.runs(plan, tally)),
-        "reviews.jsonl": _jsonl(review_rows),
+        **{name: _jsonl(rows) for name, (_section, rows, _summary) in chains.items()},
         "keys.json": _document(lambda: (json.dumps(key_set_document(), indent=2, sort_keys=True) + "\n").encode()),
         "summary.html": _document(lambda: summary_html(tally).encode("utf-8")),
     }
     for name, chunks in contents.items():
         yield name, _digested(name, chunks, digests)
-    yield "manifest.json", _document(lambda: _manifest(plan, digests, reviews() if reviews else None))
+    yield "manifest.json", _document(lambda: _manifest(
+        plan, digests, {section: summary() for section, _rows, summary in chains.values()}))
 
 
 class _Sink:

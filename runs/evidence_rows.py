@@ -22,6 +22,7 @@ from runs.approval_evidence import approval_extras
 from runs.models import ApprovalRequest, Receipt, ReceiptCheckpoint, Run, RunEvent
 from runs.states import TERMINAL
 from warrant_verify.review_chain import is_review_checkpoint
+from warrant_verify.trust_chain import is_trust_checkpoint
 
 CHUNK = 2000
 _string = encode_basestring  # a JSON string literal, non-ASCII kept as UTF-8
@@ -131,8 +132,8 @@ def _policy_row(row, tally) -> dict:
 
 def checkpoints(plan, tally):
     """The signed checkpoints from the link into the piece (first_seq - 1) on: the database's, then those of the
-    witness file that the database does not hold (deleted there, or never written). The witness file's review
-    checkpoints signed before the bundle began go in too (the bundle holds the whole review chain)."""
+    witness file that the database does not hold (deleted there, or never written). The witness file's review and
+    trust checkpoints signed before the bundle began go in too (the bundle holds both chains whole)."""
     stored = ReceiptCheckpoint.objects.filter(seq__gte=plan.first_seq - 1, seq__lte=plan.head_seq).order_by("seq")
     for checkpoint in stored.iterator(chunk_size=CHUNK):
         tally.checkpoints += 1
@@ -147,8 +148,8 @@ def checkpoints(plan, tally):
         batch = []
         for line in handle:
             entry = _witness_entry(line, plan, tally)
-            if entry is not None and is_review_checkpoint(entry):
-                tally.review_checkpoints += 1
+            if entry is not None and _of_record_chain(entry):
+                tally.review_checkpoints += is_review_checkpoint(entry)
                 yield entry
             elif entry is not None:
                 batch.append(entry)
@@ -164,7 +165,7 @@ def _witness_entry(line: bytes, plan, tally) -> dict | None:
     except ValueError:  # a torn last line (a crash mid-append) is not a checkpoint
         tally.witness_unreadable += bool(line.strip())
         return None
-    if is_review_checkpoint(entry):
+    if _of_record_chain(entry):
         return entry if _signed_before(entry, plan.created_at) else None
     if not isinstance(entry, dict) or entry.get("kind") != "warrant.checkpoint" or type(entry.get("seq")) is not int:
         tally.witness_unreadable += 1
@@ -174,6 +175,11 @@ def _witness_entry(line: bytes, plan, tally) -> dict | None:
     if entry["seq"] < plan.first_seq - 1 or (entry["seq"] > plan.head_seq and not _signed_before(entry, plan.created_at)):
         return None
     return entry
+
+
+def _of_record_chain(entry) -> bool:
+    """A checkpoint of the review or the trust chain (not kept in the database: the witness holds them)."""
+    return is_review_checkpoint(entry) or is_trust_checkpoint(entry)
 
 
 def _signed_before(entry: dict, moment) -> bool:

@@ -10,8 +10,8 @@ the newest one: the reconciler (witness_catch_up) brings a sink that was down up
 A seal never waits on a sink that is failing: a sink that failed is left alone for BACKOFF
 seconds, and the run's own transaction never involves the witness at all.
 
-Other chains are witnessed through the same sinks (the review chain: review.apps registers it in
-OTHER_CHAINS, since runs imports no app above it). Their checkpoints have a kind and a signing
+Other chains are witnessed through the same sinks (the review chain and the trust chain: review.apps
+registers them in OTHER_CHAINS, since runs imports no app above it). Their checkpoints have a kind and a signing
 domain of their own, are made whenever their chain grows or a sink lacks the head, and are not kept
 in the database: a signed head there would be the key holder's word, which the witness exists to
 check. Each sink's progress on such a chain is a WitnessSink row of its own ("review-file", ...).
@@ -37,6 +37,7 @@ from runs import signing
 from runs.models import Receipt, ReceiptCheckpoint, WitnessSink
 from warrant_verify.messages import checkpoint_message
 from warrant_verify.review_chain import REVIEW_CHECKPOINT_KIND
+from warrant_verify.trust_chain import TRUST_CHECKPOINT_KIND
 
 logger = logging.getLogger(__name__)
 BACKOFF_SECONDS = 30
@@ -229,7 +230,7 @@ def after_seal(seq: int, hash_: str) -> None:
 
 @dataclass(frozen=True)
 class WitnessedChain:
-    """Another chain whose head the sinks are given (the review chain: review.witness)."""
+    """Another chain whose head the sinks are given (review.witness, review.trust_chain)."""
 
     name: str  # its sinks' rows are "<name>-file", "<name>-http"; its section of witness_status
     kind: str  # the checkpoint document's kind
@@ -318,7 +319,7 @@ def witness_file_checkpoints(kind: str = "") -> tuple[list[dict], list[str]]:
     """The checkpoints in the witness file, and a reason for every line that is not one. `kind`:
     those of another chain (REVIEW_CHECKPOINT_KIND); by default every line that is not another
     chain's, so a line of no kind at all is still held against the receipts and reported."""
-    others = {chain.kind for chain in OTHER_CHAINS} | {REVIEW_CHECKPOINT_KIND}
+    others = {chain.kind for chain in OTHER_CHAINS} | {REVIEW_CHECKPOINT_KIND, TRUST_CHECKPOINT_KIND}
     path = Path(settings.WARRANT_WITNESS_FILE) if settings.WARRANT_WITNESS_FILE else None
     if path is None or not path.exists():
         return [], []

@@ -12,6 +12,7 @@ from .keys import KeySetError, load_key_set, merge_key_sets, retirement_of, veri
 from .legacy import AFTER_SIGNING, V1_APPROVAL_FIELDS, after_signing, is_legacy_body, legacy_note
 from .messages import GENESIS, manifest_message
 from .review_chain import REVIEW_FILE, is_review_checkpoint, verify_review_checkpoints, verify_review_file
+from .trust_chain import TRUST_FILE, is_trust_checkpoint, verify_trust_checkpoints, verify_trust_file
 
 # quorum, decisions, escalated_from_role and escalated_at appear only when they say something
 # (more than one approver, people's decisions recorded, an escalation): absent on both sides otherwise.
@@ -71,6 +72,10 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
                                               section=manifest.get("reviews") if isinstance(manifest, dict) else None)
     report.failures.extend(found)
     report.notes.append(note)
+    found, note, trust = verify_trust_file(files.get(TRUST_FILE), keys=keys,
+                                           section=manifest.get("trust") if isinstance(manifest, dict) else None)
+    report.failures.extend(found)
+    report.notes.append(note)
     _jsonl_only(files, "policies.jsonl", report)
     hash_at = dict(span.hashes)
     if is_hex64(chain.get("start_prev_hash")) and span.first_seq > 1:
@@ -86,9 +91,10 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
             continue
         rows, bad = parse_jsonl(data, name)
         report.failures.extend(bad)
-        # Both chains' heads go to the same witness: each line is held against its own chain.
+        # Every chain's heads go to the same witness: each line is held against its own chain.
         review_rows = [(number, row) for number, row in rows if is_review_checkpoint(row)]
-        rows = [(number, row) for number, row in rows if not is_review_checkpoint(row)]
+        trust_rows = [(number, row) for number, row in rows if is_trust_checkpoint(row)]
+        rows = [(number, row) for number, row in rows if not (is_review_checkpoint(row) or is_trust_checkpoint(row))]
         report.failures.extend(verify_checkpoints(
             [row for _, row in rows], keys=keys, hash_at=hash_at, first_seq=span.first_seq,
             last_seq=span.last_seq, head_seq=span.head_seq, complete=complete, file=name, made_at=made_at,
@@ -96,8 +102,12 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
         report.failures.extend(verify_review_checkpoints(
             [row for _, row in review_rows], keys=keys, hash_at=reviews.hashes, head_seq=reviews.head_seq,
             made_at=made_at, file=name, labels=[f"line {number}" for number, _ in review_rows]))
+        report.failures.extend(verify_trust_checkpoints(
+            [row for _, row in trust_rows], keys=keys, hash_at=trust.hashes, head_seq=trust.head_seq,
+            made_at=made_at, file=name, labels=[f"line {number}" for number, _ in trust_rows]))
         checkpoint_seqs += [row.get("seq") for _, row in rows]
         also = f" and {len(review_rows)} review checkpoints" if review_rows else ""
+        also += f" and {len(trust_rows)} trust checkpoints" if trust_rows else ""
         report.notes.append(f"{len(rows)} checkpoints{also} in {name}")
     for seq in after_signing(span.legacy, checkpoint_seqs):
         report.fail("receipts.jsonl", f"seq {seq}", AFTER_SIGNING)
@@ -179,7 +189,8 @@ def _file_digests(files: dict[str, bytes], manifest: dict | None, report: Report
     for name, data in sorted(files.items()):
         if name == "manifest.json":
             continue
-        if name not in BUNDLE_FILES and name != REVIEW_FILE:  # reviews.jsonl: in bundles made since review records
+        # reviews.jsonl and trust.jsonl: in bundles made since review records and the trust chain
+        if name not in BUNDLE_FILES and name not in (REVIEW_FILE, TRUST_FILE):
             report.fail(name, "file", "not a file of the evidence format (extra file)")
         if name not in listed:
             report.fail(name, "file", "not listed in the manifest, so nothing vouches for it")

@@ -1,0 +1,165 @@
+"""Trust changes are a signed, witnessed chain: removing or rewriting one shows.
+
+The insider here is a DBA (or a superuser at the database): they mark a source trusted so runs
+read it untainted, or erase the changes that did, editing rows directly. Online verification
+(review_verify_chain: GET review/verify/, manage.py review_check) and the offline verifier over
+an exported bundle each report it; with the signing key as well, the witness still does.
+"""
+
+import io
+import json
+from contextlib import redirect_stdout
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
+
+from agents import trust
+from agents.models import Tool, ToolSource, TrustChange
+from agents.trust import tool_source_trust, tool_trust
+from review.verification import review_verify_chain
+from runs import signing
+from runs.evidence import evidence_bundle_write
+from warrant_verify.__main__ import main as verify_main
+from warrant_verify.archive import read_bundle
+from warrant_verify.bundle import verify_bundle
+from warrant_verify.messages import GENESIS, receipt_hash
+from warrant_verify.review_chain import check_review_record
+from warrant_verify.trust_chain import TRUST_CHECKPOINT_KIND, TRUST_FILE, trust_message, verify_trust_records
+
+pytestmark = pytest.mark.django_db(transaction=True)
+COLUMNS = ("seq", "prev_hash", "hash", "body", "key_id", "signature")
+
+
+def _admin():
+    return get_user_model().objects.get(username="admin")
+
+
+def _source(name: str = "docs") -> ToolSource:
+    return ToolSource.objects.create(name=name, kind="openapi", document={"openapi": "3.0.0", "paths": {}})
+
+
+def _trusted_then_back(demo) -> ToolSource:
+    """The insider's pattern: a source marked trusted, runs read it, then marked back."""
+    source = _source()
+    tool_source_trust(source=source, trusted=True, user=_admin(), reason="our own wiki")
+    return tool_source_trust(source=source, trusted=False, user=_admin(), reason="done")
+
+
+def _problems() -> list[str]:
+    checked = review_verify_chain()
+    return [str(p) for p in checked.failures]
+
+
+def _offline(tmp_path, *, witness=None) -> tuple[int, str]:
+    bundle = tmp_path / f"bundle-{len(list(tmp_path.iterdir()))}"
+    evidence_bundle_write(out_dir=bundle, requested_by=get_user_model().objects.get(username="compliance"))
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps(signing.key_set_document()))
+    argv = [str(bundle), "--public-key", str(keys), "--workers", "1"] + (["--witness", str(witness)] if witness else [])
+    out = io.StringIO()
+    with redirect_stdout(out):
+        status = verify_main(argv)
+    return status, out.getvalue()
+
+
+def test_each_trust_change_is_sealed_in_a_chain_and_everything_verifies(demo, tmp_path):
+    before = TrustChange.objects.count()  # the demo's own marks, sealed by the platform
+    _trusted_then_back(demo)
+    changes = list(TrustChange.objects.order_by("seq").values(*COLUMNS))
+    assert [c["seq"] for c in changes] == list(range(1, before + 3)) and changes[0]["prev_hash"] == GENESIS
+    assert all(c["prev_hash"] == p["hash"] for p, c in zip(changes, changes[1:], strict=False))
+    body = json.loads(changes[-2]["body"])
+    assert (body["subject"], body["name"], body["was_trusted"], body["trusted"], body["reason"]) == (
+        "tool_source", "docs", False, True, "our own wiki")
+    assert body["changed_by"] == {"username": "admin", "roles": ["governance-admins"]}
+    assert verify_trust_records(changes, keys=signing.key_set()).failures == []
+    checked = review_verify_chain()
+    assert checked.valid, checked.failures
+    assert f"all {before + 2} trust changes signed and chained, rows and marks match" in checked.reason
+    status, out = _offline(tmp_path)
+    assert status == 0, out
+    assert f"{before + 2} trust changes (#1-#{before + 2})" in out
+
+
+def test_a_trust_change_deleted_by_the_dba_is_caught_online_and_offline(demo, tmp_path):
+    _trusted_then_back(demo)
+    TrustChange.objects.filter(name="docs", trusted=True).delete()  # the trace of "trusted" erased
+    problems = _problems()
+    assert any(p.startswith("trust_chain: trust change ") and "a trust change is missing" in p
+               for p in problems), problems
+    status, out = _offline(tmp_path)
+    assert status == 1 and "trust.jsonl: seq" in out and "a trust change is missing" in out, out
+
+
+def test_erasing_the_last_changes_is_caught_against_the_signed_manifest_and_the_witness(demo, settings, tmp_path):
+    settings.WARRANT_WITNESS_FILE = str(tmp_path / "witness.jsonl")
+    _trusted_then_back(demo)
+    lines = [json.loads(line) for line in (tmp_path / "witness.jsonl").read_text().splitlines()]
+    head = TrustChange.objects.order_by("-seq").values_list("seq", "hash").first()
+    assert [(line["seq"], line["head"]) for line in lines if line["kind"] == TRUST_CHECKPOINT_KIND][-1] == head
+    # Both changes removed from the end: what remains is a consistent, validly signed chain.
+    TrustChange.objects.filter(name="docs").delete()
+    problems = _problems()
+    assert any(p.startswith("witness: witness file: trust checkpoint") and "trust changes were cut off the end" in p
+               for p in problems), problems
+    status, out = _offline(tmp_path, witness=tmp_path / "witness.jsonl")
+    assert status == 1 and "trust checkpoint" in out and "trust changes were cut off the end" in out, out
+
+
+def test_a_trust_change_rewritten_and_re_signed_by_the_key_holder_fails_against_the_witness(demo, settings, tmp_path):
+    settings.WARRANT_WITNESS_FILE = str(tmp_path / "witness.jsonl")
+    _trusted_then_back(demo)
+    first = TrustChange.objects.get(name="docs", trusted=True)
+    body = json.loads(first.body) | {"reason": "reviewed by security"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    previous = first.prev_hash
+    for change in TrustChange.objects.filter(seq__gte=first.seq).order_by("seq"):
+        change.body = text if change.pk == first.pk else change.body
+        change.reason = json.loads(change.body)["reason"]
+        change.prev_hash, change.hash = previous, receipt_hash(previous, change.body)
+        change.signature = signing.sign(trust_message(seq=change.seq, prev_hash=change.prev_hash, hash=change.hash,
+                                                      key_id=change.key_id))
+        change.save()
+        previous = change.hash
+    problems = _problems()
+    assert problems and all(p.startswith("witness: ") for p in problems), problems
+    assert any("the trust chain was rewritten after this checkpoint" in p for p in problems), problems
+    status, out = _offline(tmp_path, witness=tmp_path / "witness.jsonl")
+    assert status == 1 and "signed head for trust change" in out, out
+
+
+def test_a_row_edited_behind_its_seal_and_a_mark_set_behind_agents_trust_are_caught(demo, tmp_path):
+    _trusted_then_back(demo)
+    TrustChange.objects.filter(name="docs", trusted=True).update(reason="approved by the CISO")
+    ToolSource.objects.filter(name="docs").update(trusted=True)  # trusted again, with no change written
+    Tool.objects.filter(name="list_accounts").update(trusted_output=False)  # untrusted: fails closed, fine
+    problems = _problems()
+    assert any(p.startswith("trust: trust change #") and "the row's reason differs" in p for p in problems), problems
+    assert any(p.startswith("trust: tool source docs: is marked trusted, but no sealed trust change") for p in problems)
+    assert not any("list_accounts" in p for p in problems), problems
+
+
+def test_a_body_edited_in_the_bundle_fails_offline(demo, tmp_path):
+    _trusted_then_back(demo)
+    evidence_bundle_write(out_dir=tmp_path / "b", requested_by=get_user_model().objects.get(username="compliance"))
+    path = tmp_path / "b" / TRUST_FILE
+    path.write_text(path.read_text().replace("our own wiki", "signed off by two people"))
+    failures = [str(f) for f in verify_bundle(read_bundle(tmp_path / "b"), trusted=signing.key_set()).failures]
+    assert any(f.startswith("trust.jsonl: file: sha256 differs") for f in failures), failures
+    assert any(f.startswith("trust.jsonl: seq") and "hash is not sha256" in f for f in failures), failures
+
+
+def test_trust_and_review_signatures_cannot_stand_for_each_other(demo):
+    change = TrustChange.objects.order_by("seq").values(*COLUMNS).first()
+    as_review = change | {"id": "x", "run_id": "y"}
+    assert any("signature" in p for p in check_review_record(as_review, signing.key_set()))
+
+
+def test_no_trust_mark_changes_unsealed(demo, monkeypatch):
+    monkeypatch.setattr(trust, "SEAL", [])  # review.apps not loaded: nothing would seal the change
+    before = TrustChange.objects.count()
+    with pytest.raises(ImproperlyConfigured):
+        tool_trust(tool=Tool.objects.get(name="list_accounts"), trusted=False, user=_admin())
+    assert TrustChange.objects.count() == before
+    assert Tool.objects.get(name="list_accounts").trusted_output is True

@@ -1,0 +1,74 @@
+"""The trust chain: every change of a trust mark (a governance admin saying a tool source's or a
+built-in tool's output is trusted, so reading it does not taint a run), chained, signed and
+witnessed like the review records, and checked by the same code (record_chain).
+
+A record is {seq, prev_hash, hash, body, key_id, signature}; its signature covers seq, prev_hash,
+hash and key id under a domain of its own. The body says what changed, from what to what, who
+changed it (with the roles they held) and why. Without the chain a DBA could mark a source trusted,
+let runs read it untainted, mark it back and delete both rows; now the gap in seq, the witness's
+checkpoints and the signed extent in an evidence bundle each show it.
+"""
+
+from .chain import ChainResult, Failure
+from .messages import GENESIS
+from .record_chain import RecordChain, verify_chain_checkpoints, verify_chain_file, verify_chain_records
+
+TRUST_DOMAIN = b"warrant.trust.v1\n"
+TRUST_CHECKPOINT_DOMAIN = b"warrant.trust-checkpoint.v1\n"
+TRUST_CHECKPOINT_KIND = "warrant.trust-checkpoint"
+TRUST_FILE = "trust.jsonl"  # the whole trust chain, #1 to its head when the bundle was made
+FORMAT = 1
+KIND = "trust_change"
+SUBJECTS = ("tool_source", "tool")
+
+
+def _body_problems(body: dict, record: dict) -> list[str]:
+    problems = []
+    if body.get("v") != FORMAT:
+        problems.append(f"body v is {body.get('v')!r}, not {FORMAT}")
+    if body.get("kind") != KIND:
+        problems.append(f"body kind {body.get('kind')!r} is not {KIND}")
+    if body.get("subject") not in SUBJECTS:
+        problems.append(f"body subject {body.get('subject')!r} is not one of {', '.join(SUBJECTS)}")
+    if not isinstance(body.get("name"), str) or not body.get("name"):
+        problems.append("body names no tool or source")
+    trusted, was = body.get("trusted"), body.get("was_trusted")
+    if not (isinstance(trusted, bool) and isinstance(was, bool)) or trusted == was:
+        problems.append("a trust change goes from one boolean mark to the other")
+    by = body.get("changed_by")
+    if by is not None and not (isinstance(by, dict) and isinstance(by.get("username"), str)):
+        problems.append("changed_by is neither null (the platform) nor a user's name and roles")
+    return problems
+
+
+TRUST = RecordChain(noun="trust change", name="trust", domain=TRUST_DOMAIN, checkpoint_domain=TRUST_CHECKPOINT_DOMAIN,
+                    checkpoint_kind=TRUST_CHECKPOINT_KIND, file=TRUST_FILE, section="trust", ids={},
+                    body_problems=_body_problems)
+
+
+def trust_message(*, seq: int, prev_hash: str, hash: str, key_id: str) -> bytes:
+    """What a trust change's signature covers: its place in the trust chain and its hash."""
+    return TRUST.message(seq=seq, prev_hash=prev_hash, hash=hash, key_id=key_id)
+
+
+trust_checkpoint_message = TRUST.checkpoint_message
+is_trust_checkpoint = TRUST.is_checkpoint
+
+
+def verify_trust_checkpoints(checkpoints, *, keys: dict, hash_at: dict, head_seq: int, made_at: str | None,
+                             file: str, labels=None) -> list[Failure]:
+    """Signed heads of the trust chain against its records' hashes (record_chain.verify_chain_checkpoints)."""
+    return verify_chain_checkpoints(TRUST, checkpoints, keys=keys, hash_at=hash_at, head_seq=head_seq,
+                                    made_at=made_at, file=file, labels=labels)
+
+
+def verify_trust_records(records, *, keys: dict, start_seq: int = 1, start_prev: str = GENESIS,
+                         file: str = TRUST_FILE) -> ChainResult:
+    return verify_chain_records(TRUST, records, keys=keys, start_seq=start_seq, start_prev=start_prev, file=file)
+
+
+def verify_trust_file(data: bytes | None, *, keys: dict, section) -> tuple[list[Failure], str, ChainResult]:
+    """trust.jsonl against the manifest's signed `trust` section: (failures, the summary's note,
+    the chain as walked). A bundle from before the trust chain has neither file nor section."""
+    failures, note, result, _rows = verify_chain_file(TRUST, data, keys=keys, section=section)
+    return failures, note, result
