@@ -6,33 +6,21 @@ once, where it is, instead of marking everything after it as broken.
 
 import json
 import os
-import re
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import datetime
-from multiprocessing import get_context
 
 from . import jcs
 from .keys import from_portable, portable, retirement_of, verify_signature
 from .legacy import AFTER_SIGNING, is_legacy, legacy_problems
-from .messages import GENESIS, checkpoint_message, event_hash, receipt_hash, receipt_message
+from .messages import GENESIS, checkpoint_message, receipt_hash, receipt_message
+from .shapes import HEX64, Failure, is_hex64, is_int  # noqa: F401 (re-exported)
+from .spread import spread
+from .trace import verify_trace  # noqa: F401 (re-exported)
 
-HEX64 = re.compile(r"[0-9a-f]{64}")
 # Below this, starting processes costs more than the signatures they would share out.
 PARALLEL_THRESHOLD = 4000
 TRACE_PARALLEL_THRESHOLD = 20000
 _CHUNK = 2500
-
-
-@dataclass(frozen=True)
-class Failure:
-    file: str
-    record: str
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.file}: {self.record}: {self.reason}"
 
 
 @dataclass
@@ -46,14 +34,6 @@ class ChainResult:
     signed: bool = False  # a signed receipt was seen (or was before these): none after it is legacy
 
 
-def is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def is_hex64(value) -> bool:
-    return isinstance(value, str) and HEX64.fullmatch(value) is not None
-
-
 def label(record: dict, index: int) -> str:
     seq = record.get("seq") if isinstance(record, dict) else None
     return f"seq {seq}" if is_int(seq) else f"record {index + 1}"
@@ -62,8 +42,14 @@ def label(record: dict, index: int) -> str:
 def check_receipt(record, keys, *, legacy_ok: bool = False) -> list[str]:
     """Everything about one receipt that needs no neighbour: shape, hash, body, signature.
     `legacy_ok`: a receipt from before signing (legacy.py) may stand here; its neighbours decide."""
+    return receipt_problems(record, keys, legacy_ok=legacy_ok)[0]
+
+
+def receipt_problems(record, keys, *, legacy_ok: bool = False) -> tuple[list[str], dict | None]:
+    """check_receipt's problems, and the body as parsed for them (None when it is not a JSON
+    object, or the receipt is legacy): callers that read the body's fields need not parse it again."""
     if not isinstance(record, dict):
-        return ["not a JSON object"]
+        return ["not a JSON object"], None
     problems = []
     for name in ("id", "run_id", "body", "key_id", "signature"):
         if not isinstance(record.get(name), str):
@@ -74,15 +60,15 @@ def check_receipt(record, keys, *, legacy_ok: bool = False) -> list[str]:
     if not is_int(record.get("seq")):
         problems.append("seq is missing or not an integer")
     if problems:
-        return problems
+        return problems, None
     if legacy_ok and is_legacy(record):
-        return legacy_problems(record)
+        return legacy_problems(record), None
     body = record["body"]
     try:
         if receipt_hash(record["prev_hash"], body) != record["hash"]:
             problems.append("hash is not sha256(prev_hash + body): the body or a hash was edited")
     except UnicodeEncodeError:
-        return ["body is not valid Unicode text"]
+        return ["body is not valid Unicode text"], None
     try:
         parsed = jcs.loads(body)
     except (ValueError, RecursionError):
@@ -91,6 +77,7 @@ def check_receipt(record, keys, *, legacy_ok: bool = False) -> list[str]:
     if parsed is not None:
         if not isinstance(parsed, dict):
             problems.append("body is not a JSON object")
+            parsed = None
         else:
             if not jcs.is_canonical(body, parsed):
                 problems.append("body is not RFC 8785 canonical JSON")
@@ -103,12 +90,12 @@ def check_receipt(record, keys, *, legacy_ok: bool = False) -> list[str]:
                                   key_id=record["key_id"], run_id=record["run_id"])
     except (jcs.CanonicalizationError, UnicodeEncodeError):
         problems.append("seq or run_id cannot be canonicalized, so no signature can cover them")
-        return problems
+        return problems, parsed
     reason = verify_signature(keys, record["key_id"], message, record["signature"]) \
         or retired_bound_problem(keys, record["key_id"], seq=record["seq"])
     if reason:
         problems.append(reason)
-    return problems
+    return problems, parsed
 
 
 def retired_bound_problem(keys: dict, kid, *, seq=None, dated: bool = False, at=None) -> str:
@@ -138,54 +125,40 @@ def _check_chunk(start: int, records: list, raw_keys: dict) -> list[tuple[int, s
             for reason in check_receipt(record, keys, legacy_ok=True)]
 
 
-def _spread(work, items: list, context, *, workers: int, chunk: int) -> list:
-    """work(start, items[start:start + chunk], context) over every chunk, results in order.
-
-    With workers > 1 and enough items, helper processes take a share; the parent takes one too
-    (with N cores, N - 1 helpers keep them all busy). Helpers that cannot start or die (a sandbox
-    without processes, a script without a main guard) leave everything to the parent: nothing is
-    skipped.
-    """
-    if workers <= 1 or len(items) < 2 * chunk:
-        return work(0, items, context)
-    try:
-        return _shared(work, items, context, workers=workers, chunk=chunk)
-    except (BrokenProcessPool, OSError, RuntimeError):
-        return work(0, items, context)
-
-
-def _shared(work, items: list, context, *, workers: int, chunk: int) -> list:
-    chunks = [(start, items[start:start + chunk]) for start in range(0, len(items), chunk)]
-    results: list = []
-    # Spawn, not fork: callers may be threaded (a web server), where fork can deadlock.
-    with ProcessPoolExecutor(max_workers=workers - 1, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(work, start, part, context) for n, (start, part) in enumerate(chunks) if n % workers]
-        mine = [work(start, part, context) for n, (start, part) in enumerate(chunks) if not n % workers]
-        for part in mine:
-            results.extend(part)
-        for future in futures:
-            results.extend(future.result())
-    return results
-
-
-def _per_record(records: list, keys: dict, workers: int) -> list[tuple[int, str]]:
+def _per_record(records: list, keys: dict, workers: int, bodies: dict | None, vouched) -> list[tuple[int, str]]:
     if workers <= 1 or len(records) < PARALLEL_THRESHOLD:
-        return [(index, reason) for index, record in enumerate(records)
-                for reason in check_receipt(record, keys, legacy_ok=True)]
-    return _spread(_check_chunk, records, portable(keys), workers=workers, chunk=_CHUNK)
+        found = []
+        for index, record in enumerate(records):
+            if index in vouched:  # the key set may have changed since: its bound is read again
+                reason = retired_bound_problem(keys, record["key_id"], seq=record["seq"])
+                found += [(index, reason)] if reason else []
+                continue
+            reasons, body = receipt_problems(record, keys, legacy_ok=True)
+            found += [(index, reason) for reason in reasons]
+            if bodies is not None and body is not None:
+                bodies[index] = body
+        return found
+    # Helpers' bodies would come back pickled, which costs about what parsing them again does.
+    return spread(_check_chunk, records, portable(keys), workers=workers, chunk=_CHUNK)
 
 
 def verify_receipts(records, *, keys: dict, start_seq: int = 1, start_prev: str = GENESIS, workers: int = 1,
-                    file: str = "receipts.jsonl", signed_before: bool = False) -> ChainResult:
+                    file: str = "receipts.jsonl", signed_before: bool = False, bodies: dict | None = None,
+                    vouched=frozenset()) -> ChainResult:
     """Check a run of consecutive receipt records (dicts shaped as receipts.jsonl lines).
     `signed_before`: a receipt before these is signed, so none of these is from before signing.
+    `bodies`, a dict, is given index -> parsed body of the records whose body was parsed here
+    (those checked in this process, not legacy ones): a caller holding them to other data need
+    not parse them again. `vouched`: indexes of records whose checks by themselves the caller
+    has made already (their hash recomputed from their body, which it has seen pass the rest
+    with this key): only the links and the key's retirement bound are checked for those here.
 
     workers > 1 spawns processes for large inputs: a script calling this needs the usual
     `if __name__ == "__main__":` guard.
     """
     records = list(records)
     found: dict[int, list[str]] = {}
-    for index, reason in _per_record(records, keys, workers):
+    for index, reason in _per_record(records, keys, workers, bodies, vouched):
         found.setdefault(index, []).append(reason)
     failures: list[Failure] = []
     hashes: dict[int, str] = {}
@@ -218,40 +191,6 @@ def verify_receipts(records, *, keys: dict, start_seq: int = 1, start_prev: str 
                        legacy=legacy, signed=signed)
 
 
-def verify_trace(events, *, body: dict, file: str = "events.jsonl") -> list[Failure]:
-    """A run's events (events.jsonl lines, any order) against their hashes and the receipt's body.trace."""
-    run_id = body.get("run_id") if isinstance(body, dict) else None
-    trace = body.get("trace") if isinstance(body, dict) else None
-    where = f"run {run_id}"
-    failures: list[Failure] = []
-    ordered = sorted(events, key=lambda event: event.get("seq") if is_int(event.get("seq")) else -1)
-    prev = GENESIS
-    for number, event in enumerate(ordered, start=1):
-        seq = event.get("seq")
-        if seq != number:
-            failures.append(Failure(file, f"{where} event {seq}", f"event seq {seq} where {number} was expected: "
-                                    "an event is missing, duplicated or renumbered"))
-        try:
-            computed = event_hash(prev=prev, seq=seq, step=event.get("step"), kind=event.get("kind"),
-                                  data=event.get("data"))
-        except (jcs.CanonicalizationError, UnicodeEncodeError, AttributeError) as exc:
-            computed = None
-            failures.append(Failure(file, f"{where} event {seq}", f"event cannot be canonicalized ({exc})"))
-        if computed is not None and computed != event.get("hash"):
-            failures.append(Failure(file, f"{where} event {seq}", "hash does not chain from the event before it: "
-                                    "the event was edited, blanked or the one before it removed"))
-        prev = event.get("hash") if is_hex64(event.get("hash")) else (computed or prev)
-    if not isinstance(trace, dict):
-        failures.append(Failure(file, where, "the receipt's body has no trace to check the events against"))
-        return failures
-    head = _trace_head(ordered)
-    if trace.get("events") != len(ordered):
-        failures.append(Failure(file, where, f"{len(ordered)} events in the bundle, the receipt sealed {trace.get('events')!r}"))
-    if head != trace.get("head"):
-        failures.append(Failure(file, where, "the events do not hash to the trace head sealed in the receipt"))
-    return failures
-
-
 def _trace_chunk(start: int, runs: list, file: str) -> list[Failure]:
     return [failure for events, body in runs for failure in verify_trace(events, body=body, file=file)]
 
@@ -262,20 +201,8 @@ def verify_traces(runs: list, *, workers: int = 1, file: str = "events.jsonl") -
     Only body["run_id"] and body["trace"] are read, so callers may pass just those.
     """
     if workers > 1 and sum(len(events) for events, _ in runs) >= TRACE_PARALLEL_THRESHOLD:
-        return _spread(_trace_chunk, runs, file, workers=workers, chunk=max(1, len(runs) // (4 * workers)))
+        return spread(_trace_chunk, runs, file, workers=workers, chunk=max(1, len(runs) // (4 * workers)))
     return _trace_chunk(0, runs, file)
-
-
-def _trace_head(ordered: list) -> str | None:
-    """The head recomputed from the events' content alone (stored hashes are not trusted)."""
-    head = GENESIS
-    for event in ordered:
-        try:
-            head = event_hash(prev=head, seq=event.get("seq"), step=event.get("step"), kind=event.get("kind"),
-                              data=event.get("data"))
-        except (jcs.CanonicalizationError, UnicodeEncodeError, AttributeError):
-            return None
-    return head
 
 
 def _signature_chunk(start: int, items: list, raw_keys: dict) -> list[str]:
@@ -287,7 +214,7 @@ def _signature_reasons(items: list, keys: dict, *, workers: int, memo: dict) -> 
     """verify_signature for (key_id, message, signature) items, each distinct one checked once."""
     todo = list(dict.fromkeys(item for item in items if item not in memo))
     if workers > 1 and len(todo) >= PARALLEL_THRESHOLD:
-        reasons = _spread(_signature_chunk, todo, portable(keys), workers=workers, chunk=_CHUNK)
+        reasons = spread(_signature_chunk, todo, portable(keys), workers=workers, chunk=_CHUNK)
     else:
         reasons = [verify_signature(keys, kid, message, signature) for kid, message, signature in todo]
     memo.update(zip(todo, reasons))
