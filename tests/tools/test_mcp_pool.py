@@ -5,6 +5,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +41,26 @@ def _now(tool: dict, zone: str = "Asia/Tokyo") -> dict:
     return dispatch(tool=tool, arguments={"timezone": zone}, ctx=CTX)
 
 
+def _live_tree(root: int, known: set[int] = frozenset()) -> set[int]:
+    """`root` and the processes under it that are still alive (zombies excluded); `known` pids count
+    as under it even once their parent is gone (the kernel hands orphans to another parent)."""
+    parents, live = {}, set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                state, ppid = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[:2]
+            except OSError:
+                continue
+            parents[int(entry)] = int(ppid)
+            if state != "Z":
+                live.add(int(entry))
+    tree, grew = {root} | set(known), True
+    while grew:
+        below = {pid for pid, ppid in parents.items() if ppid in tree} - tree
+        tree, grew = tree | below, bool(below)
+    return tree & live
+
+
 def test_calls_share_one_server_process(db):
     _, tool = _clock()
     before = set(child_processes())
@@ -57,11 +78,16 @@ def test_a_server_that_died_while_idle_is_replaced_and_the_call_still_answers(db
     before = set(child_processes())
     assert _now(tool)["ok"]
     [server] = set(child_processes()) - before
+    tree = _live_tree(server)
     os.kill(server, signal.SIGKILL)
-    for _ in range(100):  # until the kernel has reaped it from our children
-        if server not in child_processes():
+    # Under bubblewrap our child is bwrap and the server its grandchild, killed only after bwrap dies
+    # (--die-with-parent): under load it could still answer the tool list of the call below, and then
+    # die under the call itself, which is never retried. "Died while idle" means the whole tree is gone.
+    for _ in range(600):
+        if not tree & _live_tree(server, tree):
             break
         time.sleep(0.05)
+    assert not tree & _live_tree(server, tree), "the killed server's processes are still running"
     envelope = _now(tool, "Europe/Paris")
     assert envelope["ok"] and envelope["data"]["timezone"] == "Europe/Paris", envelope  # the envelope says why
     [replacement] = set(child_processes()) - before
