@@ -65,14 +65,14 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
     complete = isinstance(manifest, dict) and isinstance(manifest.get("period"), dict) \
         and manifest["period"].get("to") is None
     span, bodies = _receipts(files, chain, keys, workers, complete, report)
-    _events(files, bodies, workers, report)
+    trusted_reads = _events(files, bodies, workers, report)
     _approvals(files, bodies, report)
     _runs(files, bodies, report)
     found, note, reviews = verify_review_file(files.get(REVIEW_FILE), keys=keys, receipts=files.get("receipts.jsonl"),
                                               section=manifest.get("reviews") if isinstance(manifest, dict) else None)
     report.failures.extend(found)
     report.notes.append(note)
-    found, note, trust = verify_trust_file(files.get(TRUST_FILE), keys=keys,
+    found, note, trust = verify_trust_file(files.get(TRUST_FILE), keys=keys, trusted_reads=trusted_reads,
                                            section=manifest.get("trust") if isinstance(manifest, dict) else None)
     report.failures.extend(found)
     report.notes.append(note)
@@ -266,16 +266,23 @@ def _receipts(files, chain: dict, keys: dict, workers: int, complete: bool, repo
     return span, bodies
 
 
-def _events(files, bodies, workers: int, report: Report) -> None:
+def _events(files, bodies, workers: int, report: Report) -> list[tuple[str, str]]:
+    """The traces against their receipts; (where, tool) of each tool result read as trusted, for the trust chain."""
     rows, bad = parse_jsonl(files.get("events.jsonl", b""), "events.jsonl")
     report.failures.extend(bad)
     by_run: dict[str, list[dict]] = {}
+    trusted_reads = []
     for _, row in rows:
         by_run.setdefault(str(row.get("run_id")), []).append(row)
+        data = row.get("data") if isinstance(row, dict) else None
+        if row.get("kind") == "tool_call" and isinstance(data, dict) and data.get("source_trusted") is True \
+                and isinstance(data.get("name"), str):
+            trusted_reads.append((f"run {row.get('run_id')} event {row.get('seq')}", data["name"]))
     # A receipt from before signing sealed no trace (legacy.py): there is nothing to hold its events to.
     runs = [(by_run.get(run_id, []), {"run_id": body.get("run_id"), "trace": body.get("trace")})
             for run_id, (_, body) in bodies.items() if not is_legacy_body(body)]
     report.failures.extend(verify_traces(runs, workers=workers))
+    return trusted_reads
 
 
 def _approvals(files, bodies, report: Report) -> None:

@@ -9,6 +9,7 @@ let runs read it untainted, mark it back and delete both rows; now the gap in se
 checkpoints and the signed extent in an evidence bundle each show it.
 """
 
+from . import jcs
 from .chain import ChainResult, Failure
 from .messages import GENESIS
 from .record_chain import RecordChain, verify_chain_checkpoints, verify_chain_file, verify_chain_records
@@ -67,8 +68,28 @@ def verify_trust_records(records, *, keys: dict, start_seq: int = 1, start_prev:
     return verify_chain_records(TRUST, records, keys=keys, start_seq=start_seq, start_prev=start_prev, file=file)
 
 
-def verify_trust_file(data: bytes | None, *, keys: dict, section) -> tuple[list[Failure], str, ChainResult]:
+def verify_trust_file(data: bytes | None, *, keys: dict, section,
+                      trusted_reads=()) -> tuple[list[Failure], str, ChainResult]:
     """trust.jsonl against the manifest's signed `trust` section: (failures, the summary's note,
-    the chain as walked). A bundle from before the trust chain has neither file nor section."""
-    failures, note, result, _rows = verify_chain_file(TRUST, data, keys=keys, section=section)
+    the chain as walked). A bundle from before the trust chain has neither file nor section.
+
+    `trusted_reads`: (where, tool name) of each tool result the signed traces say was read as
+    trusted (`source_trusted`). Each must name a built-in tool, or a tool of a source (its name's
+    prefix before "__"), that some change in the chain made trusted: a mark set in the database
+    with no change, then read by runs, shows here even when the chain itself is intact."""
+    failures, note, result, rows = verify_chain_file(TRUST, data, keys=keys, section=section)
+    if data or section is not None:
+        made_trusted = set()
+        for _, record in rows:
+            try:
+                body = jcs.loads(record.get("body", "")) if isinstance(record, dict) else None
+            except (ValueError, RecursionError, TypeError):
+                continue
+            if isinstance(body, dict) and body.get("trusted") is True:
+                made_trusted.add((body.get("subject"), body.get("name")))
+        sources = {name for subject, name in made_trusted if subject == "tool_source" and isinstance(name, str)}
+        for where, name in trusted_reads:
+            if ("tool", name) not in made_trusted and not any(name.startswith(s + "__") for s in sources):
+                failures.append(Failure("events.jsonl", where, f"the trace says {name}'s result was read as trusted, "
+                                        f"but no change in {TRUST_FILE} ever made it or its source trusted"))
     return failures, note, result

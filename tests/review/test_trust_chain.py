@@ -18,8 +18,10 @@ from agents import trust
 from agents.models import Tool, ToolSource, TrustChange
 from agents.trust import tool_source_trust, tool_trust
 from review.verification import review_verify_chain
-from runs import signing
+from runs import services, signing
 from runs.evidence import evidence_bundle_write
+from runs.models import RunEvent
+from tests import factories
 from warrant_verify.__main__ import main as verify_main
 from warrant_verify.archive import read_bundle
 from warrant_verify.bundle import verify_bundle
@@ -163,3 +165,23 @@ def test_no_trust_mark_changes_unsealed(demo, monkeypatch):
         tool_trust(tool=Tool.objects.get(name="list_accounts"), trusted=False, user=_admin())
     assert TrustChange.objects.count() == before
     assert Tool.objects.get(name="list_accounts").trusted_output is True
+
+
+def test_a_result_read_as_trusted_with_no_change_that_trusted_it_fails_offline(demo, tmp_path):
+    """The chain intact, the column set in the database: the signed trace of a run that read the
+    tool under that mark is held to the chain's changes, so the bundle says what the DBA did."""
+    Tool.objects.filter(name="list_open_tickets").update(trusted_output=True)  # no TrustChange written
+    factories.replay_agent(*Tool.objects.filter(source=Tool.Source.PYTHON, tool_source=None))  # published: frozen
+    calls = [{"name": "list_open_tickets", "arguments": {"account_id": "A-200"}},
+             {"name": "list_accounts", "arguments": {}}]  # trusted by the demo's own sealed change
+    run, _ = services.run_start(agent_slug="replayer", input_text=json.dumps({"turns": [calls]}),
+                                caller=get_user_model().objects.get(username="operator"))
+    services.run_advance(run_id=run.id)
+    read = [e.data.get("source_trusted") for e in RunEvent.objects.filter(run=run, kind="tool_call").order_by("seq")]
+    assert read == [True, True]
+    assert any("tool list_open_tickets: is marked trusted, but no sealed trust change" in p for p in _problems())
+    status, out = _offline(tmp_path)
+    assert status == 1, out
+    failing = [line for line in out.splitlines() if "was read as trusted" in line]
+    assert len(failing) == 1 and failing[0].startswith(f"events.jsonl: run {run.id} event ") and \
+        "list_open_tickets's result was read as trusted, but no change in trust.jsonl" in failing[0], out
