@@ -7,7 +7,7 @@ request decided before decisions were recorded (one approver, no escalation) has
 so the receipts sealed before them still match what verification reads now.
 """
 
-from runs.models import ApprovalDecision, ApprovalRequest
+from runs.models import ApprovalRequest
 
 
 def _iso(value) -> str | None:
@@ -18,19 +18,18 @@ def approval_extras(**approval_filter) -> dict[str, dict]:
     """approval id -> its extra keys, for the approvals matching `approval_filter` (ApprovalRequest
     lookups, e.g. run_id__in=[...])."""
     extras: dict[str, dict] = {}
-    routed = (ApprovalRequest.objects.filter(**approval_filter)
-              .exclude(quorum=1, escalated_at__isnull=True)
-              .values_list("id", "quorum", "escalated_from_role__name", "escalated_at"))
-    for id_, quorum, escalated_from, escalated_at in routed:
-        entry = extras.setdefault(str(id_), {})
+    # One statement: each request with its decisions (a request no one decided comes once, with
+    # none), in the order they were made.
+    rows = (ApprovalRequest.objects.filter(**approval_filter).order_by("id", "decisions__created_at", "decisions__id")
+            .values_list("id", "quorum", "escalated_from_role__name", "escalated_at", "decisions__username",
+                         "decisions__role", "decisions__decision", "decisions__via", "decisions__created_at",
+                         "decisions__reason"))
+    for id_, quorum, escalated_from, escalated_at, username, role, decision, via, at, reason in rows:
         if quorum > 1:
-            entry["quorum"] = quorum
+            extras.setdefault(str(id_), {})["quorum"] = quorum
         if escalated_at is not None:
-            entry |= {"escalated_from_role": escalated_from, "escalated_at": _iso(escalated_at)}
-    decisions = (ApprovalDecision.objects.filter(**{f"approval__{k}": v for k, v in approval_filter.items()})
-                 .order_by("approval_id", "created_at", "id")
-                 .values_list("approval_id", "username", "role", "decision", "via", "created_at", "reason"))
-    for approval_id, username, role, decision, via, at, reason in decisions:
-        extras.setdefault(str(approval_id), {}).setdefault("decisions", []).append(
-            {"by": username, "role": role, "decision": decision, "via": via, "at": _iso(at), "reason": reason})
+            extras.setdefault(str(id_), {}).update(escalated_from_role=escalated_from, escalated_at=_iso(escalated_at))
+        if decision is not None:
+            extras.setdefault(str(id_), {}).setdefault("decisions", []).append(
+                {"by": username, "role": role, "decision": decision, "via": via, "at": _iso(at), "reason": reason})
     return extras

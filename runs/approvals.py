@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from core.access import access_of
 from core.api_errors import Conflict, DomainError, Forbidden, NotFound
-from governance.roles import account_set_up_by
+from governance.roles import account_set_up_by, accounts_set_up_by
 from runs import notify
 from runs.lifecycle import run_note, run_requeue
 from runs.models import ApprovalDecision, ApprovalRequest, Run, RunEvent
@@ -76,6 +76,20 @@ def check_approval_decide(*, approval: ApprovalRequest, user) -> None:
                        f"{approval.approver_role.name!r}", details={"status": approval.status, "yours": mine.decision})
 
 
+def deciders(approval: ApprovalRequest, members) -> list:
+    """Those of `members` (a query of the request's approver role's members) who may decide
+    `approval` now, by check_approval_decide's rule: what the rule reads of the run (who started
+    it, the accounts they set up) is read once for all of them, not once a person, and whether
+    each is in the role is the query's own answer."""
+    if approval.status != ApprovalRequest.Status.PENDING:
+        return []
+    run = approval.run
+    callers, set_up = _callers_recorded(run), accounts_set_up_by(run.caller_id)
+    decided = ApprovalDecision.objects.filter(approval_id=approval.pk).values("user_id")
+    return [user for user in members.exclude(pk=run.caller_id).exclude(pk__in=decided).order_by("pk")
+            if user.get_username() not in callers and str(user.pk) not in set_up]
+
+
 def _decision_of(approval: ApprovalRequest, user) -> ApprovalDecision | None:
     """`user`'s decision on a pending `approval`, if any (from the queue's prefetch when there is one)."""
     if approval.approvals_count == 0 and approval.escalated_at is None:
@@ -89,8 +103,10 @@ def _decision_of(approval: ApprovalRequest, user) -> ApprovalDecision | None:
 def _lock_approval(approval_id) -> tuple[Run, ApprovalRequest] | None:
     """Lock the run, then its approval request."""
     # A decision needs neither the run's frozen snapshot nor its state, only the caller the
-    # snapshot names: read with the run, in the statement that locks it.
-    run = (Run.objects.select_for_update().defer("snapshot", "state")
+    # snapshot names: read with the run, in the statement that locks it. Its agent and caller
+    # come in the same statement for the notice a decision sends (runs.notify); only the run's
+    # row is locked.
+    run = (Run.objects.select_for_update(of=("self",)).select_related("agent", "caller").defer("snapshot", "state")
            .filter(id=Subquery(ApprovalRequest.objects.filter(id=approval_id).values("run_id")[:1]))
            .annotate(snapshot_caller=KT("snapshot__caller__username")).first())
     if run is None:

@@ -13,8 +13,11 @@ it carries only what says where to look, and the page it links to shows the rest
 may see the request.
 
 When: after the transaction that raised, moved or closed the request commits
-(transaction.on_commit), so a rolled-back park tells no one; read again then, so a request decided
-in the meantime is not announced as waiting. Sending never raises into a run or a decision: a mail
+(transaction.on_commit), so a rolled-back park tells no one. The notice is made from the request as
+that transaction left it: a decision is final, and a waiting request is checked again then (one
+small read: still pending, with the same role and count, else read again whole), so a request
+decided in the meantime is not announced as waiting. Only a reminder, which has nothing in
+memory, reads the request whole (read_request). Sending never raises into a run or a decision: a mail
 server or webhook that fails is logged and counted (FAILURES), and the failed notice is recorded
 (runs.notice_models.NoticeRetry) for the reconciler to send again with backoff (runs.notify_retry).
 
@@ -35,7 +38,6 @@ from django.db.models.fields.json import KT
 from django.urls import reverse
 from django.utils import timezone
 
-from core.api_errors import DomainError
 from runs import notify_webhook
 from runs.notify_webhook import setting
 from runs.models import ApprovalDecision, ApprovalRequest, Run
@@ -64,25 +66,25 @@ def _remind_cap_seconds() -> float:
 
 def approval_raised(approval: ApprovalRequest) -> None:
     """A request was created (a parked call, or a budget extension): its approvers are told."""
-    _after_commit(RAISED, approval.pk)
+    _after_commit(RAISED, approval)
 
 
 def approval_recorded(approval: ApprovalRequest, *, by) -> None:
     """An approval landed short of the quorum: the others who may still decide learn that one of N
     approved, and who."""
-    _after_commit(RECORDED, approval.pk, by=by.get_username())
+    _after_commit(RECORDED, approval, by=by.get_username())
 
 
 def approval_escalated(approval: ApprovalRequest) -> None:
     """A request moved to its escalation role: that role's members are told."""
-    _after_commit(ESCALATED, approval.pk)
+    _after_commit(ESCALATED, approval)
 
 
 def approval_decided(approval: ApprovalRequest) -> None:
     """A request closed approved, denied or expired: the run's caller is told."""
     if approval.status in (ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.DENIED,
                            ApprovalRequest.Status.EXPIRED):
-        _after_commit(DECIDED, approval.pk)
+        _after_commit(DECIDED, approval)
 
 
 def remind_expiring(now=None) -> int:
@@ -102,20 +104,20 @@ def remind_expiring(now=None) -> int:
         if ApprovalRequest.objects.filter(id=approval_id, status=ApprovalRequest.Status.PENDING,
                                           reminded_at__isnull=True).update(reminded_at=now):
             reminded += 1
-            _after_commit(EXPIRING, approval_id)
+            transaction.on_commit(lambda approval_id=approval_id: _send(EXPIRING, approval_id), robust=True)
     return reminded
 
 
 # --- who, what, and sending ----------------------------------------------------------------------
 
 
-def _after_commit(event: str, approval_id, by: str = "") -> None:
-    transaction.on_commit(lambda: _send(event, approval_id, by), robust=True)
+def _after_commit(event: str, approval: ApprovalRequest, by: str = "") -> None:
+    transaction.on_commit(lambda: _send(event, approval.pk, by, known=approval), robust=True)
 
 
-def _send(event: str, approval_id, by: str = "") -> None:
+def _send(event: str, approval_id, by: str = "", *, known: ApprovalRequest | None = None) -> None:
     try:
-        approval = read_request(approval_id)
+        approval = read_request(approval_id) if known is None else _as_now(event, known)
         if approval is None or (event != DECIDED and approval.status != ApprovalRequest.Status.PENDING):
             return  # decided (or gone) before the news went out: nothing is waiting any more
         users = [user for user in recipients(event, approval) if user.is_active and user.email]
@@ -151,6 +153,18 @@ def _keep_for_retry(event: str, approval: ApprovalRequest, failed: list, *, by: 
         for user, error in failed])
 
 
+def _as_now(event: str, known: ApprovalRequest) -> ApprovalRequest | None:
+    """`known`, the request as the transaction that just committed left it, if a notice of `event`
+    would say the same of it now; else the request read again (None if gone)."""
+    if event == DECIDED:
+        return known  # a closed request does not change again
+    now = (ApprovalRequest.objects.filter(pk=known.pk)
+           .values_list("status", "approver_role_id", "approvals_count").first())
+    if now is None or now[0] != ApprovalRequest.Status.PENDING:
+        return None  # decided (or gone) since
+    return known if now == (known.status, known.approver_role_id, known.approvals_count) else read_request(known.pk)
+
+
 def read_request(approval_id) -> ApprovalRequest | None:
     """The request with what a notice reads of it, in one statement: its run, agent and caller,
     its roles, its decider, and the caller the run's frozen snapshot names (for the
@@ -170,19 +184,9 @@ def approvers(approval: ApprovalRequest) -> list:
     """The people who may decide `approval` now and have an email address, by the rule a decision
     is checked against."""
     # runs.approvals calls into this module; its rule is imported where it is used.
-    from runs.approvals import check_approval_decide
+    from runs.approvals import deciders
 
-    decided = ApprovalDecision.objects.filter(approval_id=approval.pk).values("user_id")
-    members = (approval.approver_role.user_set.filter(is_active=True).exclude(email="")
-               .exclude(pk=approval.run.caller_id).exclude(pk__in=decided).order_by("pk"))
-    found = []
-    for user in members:
-        try:
-            check_approval_decide(approval=approval, user=user)
-        except DomainError:
-            continue
-        found.append(user)
-    return found
+    return deciders(approval, approval.approver_role.user_set.filter(is_active=True).exclude(email=""))
 
 
 def _what(approval: ApprovalRequest) -> str:

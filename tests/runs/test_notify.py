@@ -272,3 +272,55 @@ def test_the_reconciler_escalating_a_request_mails_the_role_it_moved_to(demo, dj
     assert message.to == ["lead@example.com"] and message.subject.startswith("[Warrant] Escalated to secops-leads:")
     assert "No one in secops decided in time" in message.body
     _no_arguments(message, approval)
+
+
+def test_accounts_the_caller_set_up_are_not_told(demo, django_capture_on_commit_callbacks):
+    """The rule a decision is checked against, applied to every member at once: an account the
+    caller made, and one that account made, are not asked to approve the caller's run."""
+    from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
+    from django.contrib.contenttypes.models import ContentType
+
+    people = ContentType.objects.get_for_model(get_user_model())
+    puppet, puppets_puppet, regrouped, untouched = (factories.user(roles=("secops",), staff=True) for _ in range(4))
+    for by, made, flag, said in ((_user("operator"), puppet, ADDITION, "[]"), (puppet, puppets_puppet, ADDITION, "[]"),
+                                 (_user("operator"), regrouped, CHANGE, '[{"changed": {"fields": ["Groups"]}}]'),
+                                 (_user("operator"), untouched, CHANGE, '[{"changed": {"fields": ["Email"]}}]')):
+        get_user_model().objects.filter(pk=made.pk).update(email=f"{made.username}@example.com")
+        LogEntry.objects.create(user=by, content_type=people, object_id=str(made.pk), object_repr=made.username,
+                                action_flag=flag, change_message=said)
+    _parked(django_capture_on_commit_callbacks)
+    assert sorted(m.to[0] for m in mail.outbox) == ["approver@example.com", f"{untouched.username}@example.com"]
+
+
+def test_a_waiting_notice_goes_to_the_role_the_request_is_with_when_it_is_sent(demo,
+                                                                               django_capture_on_commit_callbacks):
+    lead = factories.user(roles=("secops-leads",), staff=True)
+    get_user_model().objects.filter(pk=lead.pk).update(email="lead@example.com")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run, _ = services.run_start(agent_slug="crm-assistant", input_text="Delete the account Initech.",
+                                    caller=_user("operator"))
+        services.run_advance(run_id=run.id)
+    # It moved on before its park's notice went out: the notice reads it again.
+    ApprovalRequest.objects.filter(run=run).update(approver_role=Group.objects.get(name="secops-leads"),
+                                                   escalated_from_role=Group.objects.get(name="secops"))
+    for callback in callbacks:
+        callback()
+    assert [m.to for m in mail.outbox] == [["lead@example.com"]]
+
+
+def test_a_decision_is_told_from_what_the_decision_read(demo, django_capture_on_commit_callbacks,
+                                                        django_assert_num_queries):
+    from runs.approvals import approval_decide
+
+    approval = _parked(django_capture_on_commit_callbacks)
+    mail.outbox.clear()
+    with django_capture_on_commit_callbacks(execute=False):
+        decided = approval_decide(approval_id=approval.id, user=_user("approver"), approve=False,
+                                  reason="not this quarter", via="session")
+    with django_capture_on_commit_callbacks(execute=False) as notice:
+        notify.approval_decided(decided)
+    with django_assert_num_queries(0):  # the request, its run, agent and caller came with the decision
+        notice[0]()
+    [message] = mail.outbox
+    assert message.to == ["operator@example.com"] and "by approver" in message.body
+    assert message.subject.startswith("[Warrant] Denied: the tool call delete_account for your run")
