@@ -98,8 +98,9 @@ def rules_for(run) -> list[SamplingRule]:
 def sample_sealed(*, run, receipt, body: dict, **_) -> ReviewItem | None:
     """The receipt_sealed receiver: evaluate the rules and write the run's ReviewItem if any samples it.
 
-    A run no rule samples costs one statement (the rules). The item is written in a savepoint of the
-    run's final transaction: a failure there is logged and never keeps the run from ending, and
+    A run no rule samples costs one statement (the rules), made before the receipt chain's lock is
+    taken (runs.receipts sends the hook first). The item is written in a savepoint of the run's
+    final transaction, before its receipt is inserted (the foreign key is checked at the commit): a failure there is logged and never keeps the run from ending, and
     `manage.py review_check` finds the run missing from the queue (review.completeness)."""
     try:
         reasons = reasons_for(run, body, rules_for(run))

@@ -24,8 +24,12 @@ from warrant_verify.messages import GENESIS, receipt_hash, receipt_message
 
 _CHAIN_LOCK = 0x57415252  # "WARR": the advisory lock that serialises appends on PostgreSQL
 FORMAT = 2
-# Sent in the run's final transaction once its receipt is saved, with run, receipt and body (the
-# dict sealed): review.sampling listens (runs imports no app above it, so it tells instead of calling).
+# Sent in the run's final transaction as its receipt is sealed, with run, receipt and body (the dict
+# sealed): review.sampling and triggers listen (runs imports no app above it, so it tells instead of
+# calling). Sent before the receipt joins the chain, outside the chain's lock: the receipt has its
+# id, run, body and key, not yet its seq, hash or signature, and is inserted after the listeners
+# return. A row a listener writes that refers to it (a review item) is checked against it at the
+# commit, as every foreign key is (Django makes them deferred, on PostgreSQL and SQLite).
 receipt_sealed = Signal()
 
 
@@ -173,15 +177,17 @@ def receipt_seal(*, run: Run) -> Receipt:
     sealed = receipt_body(run)
     body = canonical(sealed)
     key_id, _key = signing.signing_key()
+    receipt = Receipt(run=run, body=body, key_id=key_id)  # its id is set: listeners may refer to it
+    # The listeners go before the chain's lock, which is held from its statement to the commit:
+    # what they read (review's sampling rules) does not keep every other run's end waiting.
+    receipt_sealed.send(sender=Receipt, run=run, receipt=receipt, body=sealed)
     _lock_chain()
     last_seq, prev_hash = chain_head()
     seq, hash_ = last_seq + 1, receipt_hash(prev_hash, body)
-    signature = signing.sign(receipt_message(seq=seq, prev_hash=prev_hash, hash=hash_, key_id=key_id,
-                                             run_id=str(run.id)))
-    receipt = Receipt(run=run, seq=seq, prev_hash=prev_hash, hash=hash_, body=body, key_id=key_id,
-                      signature=signature)
+    receipt.seq, receipt.prev_hash, receipt.hash = seq, prev_hash, hash_
+    receipt.signature = signing.sign(receipt_message(seq=seq, prev_hash=prev_hash, hash=hash_, key_id=key_id,
+                                                     run_id=str(run.id)))
     receipt.save(force_insert=True)  # an INSERT, never an update: receipts are append-only
-    receipt_sealed.send(sender=Receipt, run=run, receipt=receipt, body=sealed)
     # After commit, outside the run's transaction: a witness that is down never holds a run up.
     transaction.on_commit(partial(witness.after_seal, seq, hash_), robust=True)
     return receipt

@@ -133,3 +133,22 @@ def test_a_run_no_rule_samples_costs_one_statement_and_a_sampled_one_its_item(op
     with transaction.atomic(), CaptureQueriesContext(connection) as queries:
         item = sampling.sample_sealed(run=answered, receipt=answered.receipt, body=body | {"status": "blocked"})
     assert item.reasons[0]["reason"] == "blocked" and len(queries.captured_queries) <= 4  # rules, savepoint, insert, release
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_rules_are_read_before_the_receipt_chain_is_locked_and_the_item_refers_to_the_receipt(operator):
+    """The chain's lock is held from its statement to the commit, so whatever the sampling hook
+    reads there keeps every other run's end waiting: it reads the rules first. The item is
+    inserted before its receipt, in the same transaction, and refers to it."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    SamplingRule.objects.create(name="scores", always=[Trigger.TOOL], tools=["compute_health_score"])
+    with CaptureQueriesContext(connection) as queries:
+        answered = start(operator, "How healthy is Acme Corp?")
+    sql = [q["sql"] for q in queries.captured_queries]
+    rules = next(i for i, s in enumerate(sql) if "review_samplingrule" in s)
+    chain = [i for i, s in enumerate(sql) if "pg_advisory_xact_lock" in s or s.startswith('INSERT INTO "runs_receipt"')]
+    assert chain and rules < min(chain), sql[rules - 3:rules + 3]
+    item = ReviewItem.objects.get(run_id=answered["id"])
+    assert item.receipt == Run.objects.get(id=answered["id"]).receipt and item.receipt.seq >= 1
