@@ -161,12 +161,15 @@ class PolicyDetailApi(GenericAPIView):
 
 class PolicyVersionOutputSerializer(serializers.ModelSerializer):
     changed_by = serializers.SlugRelatedField(read_only=True, slug_field="username", allow_null=True)
+    emergency_requested_by = serializers.SlugRelatedField(
+        read_only=True, slug_field="username", allow_null=True,
+        help_text="An emergency activation: the governance admin who asked for it (changed_by confirmed it).")
 
     class Meta:
         model = PolicyVersion
         ref_name = "PolicyVersion"
         fields = ["id", "policy_name", "version", "action", "changed_by", "changed_at", "old_values", "new_values",
-                  "draft", "eval_run_id", "emergency_reason"]
+                  "draft", "eval_run_id", "emergency_reason", "emergency_requested_by"]
 
 
 @extend_schema_view(get=extend_schema(operation_id="policies_history_list", summary="A policy's history, newest first"))
@@ -179,7 +182,7 @@ class PolicyHistoryApi(ListAPIView):
         if getattr(self, "swagger_fake_view", False):
             return PolicyVersion.objects.none()
         policy = self.get_policy()
-        return PolicyVersion.objects.filter(policy=policy).select_related("changed_by")
+        return PolicyVersion.objects.filter(policy=policy).select_related("changed_by", "emergency_requested_by")
 
     def get_policy(self) -> Policy:
         return get_object_or_404(Policy, pk=self.kwargs["policy_id"])

@@ -9,10 +9,14 @@ PolicyVersion history and the governance stamp are written as ever; that history
 draft and the gate's eval run. A failed gate leaves the policy as it was and the draft with the
 report: each case that changed, before and after.
 
-The emergency path puts a draft in force without a passing set. It needs a stated reason, is
-recorded on the draft and in the history row, and marks the policy (Policy.emergency_reason),
-which runs freeze with it, so the receipt of every run it governs says so. The next activation
-that passes its gate clears the mark.
+The emergency path puts a draft in force without a passing set. It takes two governance admins:
+one asks for it with a stated reason (draft_request_emergency), a different one, neither the one
+who asked nor the draft's author, confirms it (draft_confirm_emergency), so no one person can lift
+the gate alone. Only the platform (user None: load_demo, bootstrap) activates in one step
+(draft_activate_emergency). Who asked and who confirmed are recorded on the draft and in the
+history row, and both are named in the policy's mark (Policy.emergency_reason), which runs freeze
+with it, so the receipt of every run it governs says so. The next activation that passes its gate
+clears the mark.
 
 The gate is run by the evals app, which sits above this one (it runs the harness): evals registers
 it here when it loads (register_gate). Without a registered gate nothing activates but through the
@@ -26,7 +30,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import stamp as governance_stamp
-from core.api_errors import Conflict, DomainError
+from core.api_errors import Conflict, DomainError, Forbidden
+from core.permissions import is_governance_admin
 from governance import services
 from governance.engine import PolicySpec
 from governance.models import Policy, PolicyDraft, PolicyVersion
@@ -56,6 +61,20 @@ class DraftClosed(Conflict):
 
 class InvalidDraft(DomainError):
     code = "invalid"
+
+
+class SecondAdminRequired(Forbidden):
+    """The emergency path asked to be confirmed by the one who asked for it, or by the draft's author."""
+
+    code = "second_admin_required"
+
+
+class EmergencyPending(Conflict):
+    code = "emergency_pending"
+
+
+class NoEmergencyRequest(Conflict):
+    code = "no_emergency_request"
 
 
 Gate = Callable[..., GateVerdict]
@@ -131,37 +150,92 @@ def draft_gate(*, draft: PolicyDraft, user=None) -> PolicyDraft:
     return draft
 
 
-def draft_activate(*, draft: PolicyDraft, user=None, emergency_reason: str = "") -> Policy | None:
-    """Put the draft in force: when its gate passes now (it is run again: other policies may have
-    changed since it was last run), or, with a stated reason, in an emergency. Returns the policy
-    (None for a deletion); raises GateFailed with the report when the gate refuses it."""
+def draft_activate(*, draft: PolicyDraft, user=None) -> Policy | None:
+    """Put the draft in force when its gate passes now (it is run again: other policies may have
+    changed since it was last run). Returns the policy (None for a deletion); raises GateFailed with
+    the report when the gate refuses it."""
     _check_open(draft)
-    emergency_reason = (emergency_reason or "").strip()
     stamp = governance_stamp.current()
     verdict = run_gate(policy=draft.policy, proposed=proposed_spec(policy=draft.policy, values=draft.values),
                        user=user)
     _record(draft, verdict)
-    if not verdict.passed and not emergency_reason:
+    if not verdict.passed:
         raise GateFailed(
             f"the golden set does not pass with this draft in place ({_rate(verdict.report)}); the policy is "
-            f"unchanged. Fix the draft, or activate it in an emergency with a stated reason.",
+            f"unchanged. Fix the draft, or ask for an emergency activation with a stated reason (another "
+            f"governance admin confirms it).",
             details={"draft": draft.pk, "eval_run": verdict.eval_run_id, "report": verdict.report})
-    return _apply(draft, verdict=verdict, user=user, emergency_reason="" if verdict.passed else emergency_reason,
-                  stamp=stamp)
+    return _apply(draft, verdict=verdict, user=user, emergency_reason="", stamp=stamp)
 
 
-def draft_activate_emergency(*, draft: PolicyDraft, reason: str, user=None) -> Policy | None:
-    """The emergency path: in force whatever the golden set says, with the reason recorded. The gate
-    is still run, so the record says what it would have refused."""
+def _stated(reason: str) -> str:
     reason = (reason or "").strip()
     if len(reason) < MIN_REASON_CHARS:
         raise InvalidDraft(f"an emergency activation needs a stated reason (at least {MIN_REASON_CHARS} characters)",
                            details={"emergency_reason": ["state why this cannot wait for a passing golden set"]})
+    return reason
+
+
+@transaction.atomic
+def draft_request_emergency(*, draft: PolicyDraft, reason: str, user) -> PolicyDraft:
+    """A governance admin asks for the draft to be put in force without a passing golden set, for a
+    stated reason. Nothing is in force yet: another governance admin confirms it."""
+    reason = _stated(reason)
+    if not is_governance_admin(user):
+        raise Forbidden("only a governance admin may ask for an emergency activation", details={"draft": draft.pk})
+    draft = PolicyDraft.objects.select_for_update().select_related("emergency_requested_by").get(pk=draft.pk)
     _check_open(draft)
+    if draft.emergency_requested_by_id is not None or draft.emergency_requested_at is not None:
+        # The reason another admin is about to confirm is not rewritten under them.
+        raise EmergencyPending(
+            f"an emergency activation of draft {draft.pk} was already asked for by {_name(draft.emergency_requested_by)}; "
+            f"another governance admin confirms it (confirm_emergency)",
+            details={"draft": draft.pk, "emergency_requested_by": _name(draft.emergency_requested_by)})
+    draft.emergency_reason, draft.emergency_requested_by, draft.emergency_requested_at = reason, user, timezone.now()
+    draft.save(update_fields=["emergency_reason", "emergency_requested_by", "emergency_requested_at"])
+    return draft
+
+
+def draft_confirm_emergency(*, draft: PolicyDraft, user) -> Policy | None:
+    """A second governance admin confirms the emergency asked for on the draft: in force whatever the
+    golden set says, with the asked reason. Refused to the one who asked and to the draft's author.
+    The gate is still run, so the record says what it would have refused."""
+    _check_open(draft)
+    _check_confirmer(draft, user)
     verdict = run_gate(policy=draft.policy, proposed=proposed_spec(policy=draft.policy, values=draft.values),
                        user=user)
     _record(draft, verdict)
-    return _apply(draft, verdict=verdict, user=user, emergency_reason=reason, stamp=None)
+    return _apply(draft, verdict=verdict, user=user, emergency_reason=draft.emergency_reason, stamp=None)
+
+
+def draft_activate_emergency(*, draft: PolicyDraft, reason: str) -> Policy | None:
+    """The platform's emergency path (load_demo, bootstrap: no person acts, so there is none to
+    confirm): in force in one step, the reason recorded."""
+    reason = _stated(reason)
+    _check_open(draft)
+    verdict = run_gate(policy=draft.policy, proposed=proposed_spec(policy=draft.policy, values=draft.values))
+    _record(draft, verdict)
+    return _apply(draft, verdict=verdict, user=None, emergency_reason=reason, stamp=None)
+
+
+def _name(user) -> str:
+    return user.get_username() if user is not None else "the platform"
+
+
+def _check_confirmer(draft: PolicyDraft, user) -> None:
+    if draft.emergency_requested_at is None:
+        raise NoEmergencyRequest(
+            f"no emergency activation of draft {draft.pk} was asked for: ask with a stated reason (emergency_reason)",
+            details={"draft": draft.pk})
+    asked_by = draft.emergency_requested_by
+    if not is_governance_admin(user):
+        raise Forbidden("only a governance admin may confirm an emergency activation", details={"draft": draft.pk})
+    if user.pk in (draft.emergency_requested_by_id, draft.created_by_id):
+        raise SecondAdminRequired(
+            f"an emergency activation needs a second governance admin: {_name(asked_by)} asked for it and "
+            f"{_name(draft.created_by)} made the draft; another governance admin must confirm it",
+            details={"draft": draft.pk, "emergency_requested_by": _name(asked_by),
+                     "created_by": _name(draft.created_by)})
 
 
 def draft_discard(*, draft: PolicyDraft, user=None) -> PolicyDraft:
@@ -201,8 +275,14 @@ def _rate(report: dict) -> str:
 
 @transaction.atomic
 def _apply(draft: PolicyDraft, *, verdict: GateVerdict, user, emergency_reason: str, stamp: str | None) -> Policy | None:
-    draft = PolicyDraft.objects.select_for_update().get(pk=draft.pk)
+    draft = PolicyDraft.objects.select_for_update().select_related("created_by", "emergency_requested_by").get(
+        pk=draft.pk)
     _check_open(draft)
+    # An emergency by a person is a confirmation: checked again under the row's lock, with what was asked.
+    confirmed = bool(emergency_reason) and user is not None
+    if confirmed:
+        _check_confirmer(draft, user)
+        emergency_reason = draft.emergency_reason
     if stamp is not None and governance_stamp.current() != stamp:
         # What the gate ran against is no longer what is in force: its verdict proves nothing now.
         raise Conflict("governance changed while the golden set ran; activate the draft again",
@@ -217,12 +297,17 @@ def _apply(draft: PolicyDraft, *, verdict: GateVerdict, user, emergency_reason: 
     else:
         policy = services.policy_update(policy=draft.policy, values=values, user=user)
     if policy is not None:
-        # A gated activation clears an earlier emergency's mark; an emergency sets it.
-        Policy.objects.filter(pk=policy.pk).update(emergency_reason=emergency_reason)
-        policy.emergency_reason = emergency_reason
+        # A gated activation clears an earlier emergency's mark; an emergency sets it, naming the two
+        # admins, since runs freeze the mark and their receipts carry it.
+        mark = emergency_reason and (
+            f"{emergency_reason} (asked by {_name(draft.emergency_requested_by)}, confirmed by {_name(user)})"
+            if confirmed else emergency_reason)
+        Policy.objects.filter(pk=policy.pk).update(emergency_reason=mark)
+        policy.emergency_reason = mark
     # The history row this activation wrote, if it changed anything (an edit to the values in force writes none).
     PolicyVersion.objects.filter(id__gt=last_version, policy_name=draft.policy_name).update(
-        draft=draft, eval_run_id=verdict.eval_run_id, emergency_reason=emergency_reason)
+        draft=draft, eval_run_id=verdict.eval_run_id, emergency_reason=emergency_reason,
+        emergency_requested_by=draft.emergency_requested_by if confirmed else None)
     draft.state = S.EMERGENCY if emergency_reason else S.ACTIVE
     draft.emergency_reason, draft.activated_by, draft.activated_at = emergency_reason, user, timezone.now()
     draft.policy = policy  # none after a deletion (the row is gone; the draft keeps its name)

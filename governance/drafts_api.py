@@ -1,5 +1,6 @@
-"""The policy drafts API: propose a change, run its gate, activate it (or, with a reason, in an
-emergency), and the Policy Lab's trial of an unsaved draft against the golden sets.
+"""The policy drafts API: propose a change, run its gate, activate it (or in an emergency: asked for
+with a reason by one governance admin, confirmed by another), and the Policy Lab's trial of an
+unsaved draft against the golden sets.
 
 Thin views over governance.drafts. Reads are open to anyone with a role, as policies are; writes
 and trials to governance admins.
@@ -34,13 +35,15 @@ class PolicyValuesField(serializers.DictField):
 class DraftOutputSerializer(serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(read_only=True, slug_field="username", allow_null=True)
     activated_by = serializers.SlugRelatedField(read_only=True, slug_field="username", allow_null=True)
+    emergency_requested_by = serializers.SlugRelatedField(read_only=True, slug_field="username", allow_null=True)
     gate_report = GateReportField(read_only=True, allow_null=True)
 
     class Meta:
         model = PolicyDraft
         ref_name = "PolicyDraft"
         fields = ["id", "policy", "policy_name", "action", "base_version", "values", "state", "gate_eval_run_id",
-                  "gate_report", "created_by", "created_at", "activated_by", "activated_at", "emergency_reason"]
+                  "gate_report", "created_by", "created_at", "activated_by", "activated_at", "emergency_reason",
+                  "emergency_requested_by", "emergency_requested_at"]
 
 
 class DraftInputSerializer(StrictSerializer):
@@ -73,11 +76,22 @@ class DraftInputSerializer(StrictSerializer):
 class ActivateInputSerializer(StrictSerializer):
     emergency_reason = serializers.CharField(
         required=False, allow_blank=True, max_length=2000,
-        help_text="The emergency path: activate even though the golden set fails, for this stated reason "
-                  "(recorded on the draft and in the policy's history; receipts of runs it governs show it).")
+        help_text="Ask for the emergency path: activate even though the golden set fails, for this stated "
+                  "reason. Nothing is in force until another governance admin confirms it (confirm_emergency).")
+    confirm_emergency = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Confirm the emergency asked for on this draft (its reason); refused to the one who asked and to "
+                  "the draft's author. Recorded on the draft, in the policy's history and in its mark, which "
+                  "receipts of runs it governs show.")
 
     class Meta:
         ref_name = "PolicyDraftActivateInput"
+
+    def validate(self, data):
+        if data.get("confirm_emergency") and data.get("emergency_reason", "").strip():
+            raise serializers.ValidationError(
+                {"confirm_emergency": ["confirm the reason asked for, or ask with a reason; not both"]})
+        return data
 
 
 class ActivatedSerializer(serializers.Serializer):
@@ -104,7 +118,8 @@ def _propose(data, user) -> PolicyDraft:
 
 
 def _draft(draft_id) -> PolicyDraft:
-    return get_object_or_404(PolicyDraft.objects.select_related("policy", "created_by", "activated_by"), pk=draft_id)
+    return get_object_or_404(PolicyDraft.objects.select_related("policy", "created_by", "activated_by",
+                                                                "emergency_requested_by"), pk=draft_id)
 
 
 @extend_schema_view(get=extend_schema(operation_id="policy_drafts_list", summary="List policy drafts, newest first"))
@@ -114,7 +129,7 @@ class DraftListCreateApi(ListAPIView):
     filter_backends = []
 
     def get_queryset(self):
-        return PolicyDraft.objects.select_related("created_by", "activated_by")
+        return PolicyDraft.objects.select_related("created_by", "activated_by", "emergency_requested_by")
 
     @extend_schema(operation_id="policy_drafts_create", summary="Propose a policy change as a draft (not in force)",
                    request=DraftInputSerializer, responses={201: DraftOutputSerializer, **errors(400, 403, 404, 409)})
@@ -154,16 +169,24 @@ class DraftActivateApi(GenericAPIView):
         operation_id="policy_drafts_activate", summary="Activate a draft: when its gate passes, or in an emergency",
         description="Runs the gate again (what is in force may have changed). It passes: the change is in force, "
                     "its history row names the draft and the eval run. It fails: 409 `gate_failed` with the report "
-                    "(each case before and after), nothing changes. With `emergency_reason` the change is in force "
-                    "whatever the gate says, and the policy is marked so the receipts of the runs it governs show it.",
-        request=ActivateInputSerializer, responses={200: ActivatedSerializer, **errors(400, 403, 404, 409)})
+                    "(each case before and after), nothing changes. The emergency path takes two governance admins: "
+                    "`emergency_reason` asks for it (202, the draft names who asked; nothing is in force yet, 409 "
+                    "`emergency_pending` if it was asked already); `confirm_emergency` by another governance admin "
+                    "puts it in force whatever the gate says (403 `second_admin_required` to the one who asked and "
+                    "to the draft's author, 409 `no_emergency_request` when none was asked), and the policy is "
+                    "marked, naming both, so the receipts of the runs it governs show it.",
+        request=ActivateInputSerializer,
+        responses={200: ActivatedSerializer, 202: DraftOutputSerializer, **errors(400, 403, 404, 409)})
     def post(self, request, draft_id):
         serializer = ActivateInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         reason = serializer.validated_data.get("emergency_reason", "").strip()
         draft = _draft(draft_id)
         if reason:
-            policy = drafts.draft_activate_emergency(draft=draft, reason=reason, user=request.user)
+            drafts.draft_request_emergency(draft=draft, reason=reason, user=request.user)
+            return Response(DraftOutputSerializer(_draft(draft.pk)).data, status=status.HTTP_202_ACCEPTED)
+        if serializer.validated_data["confirm_emergency"]:
+            policy = drafts.draft_confirm_emergency(draft=draft, user=request.user)
         else:
             policy = drafts.draft_activate(draft=draft, user=request.user)
         return Response({"draft": DraftOutputSerializer(_draft(draft.pk)).data,

@@ -102,6 +102,9 @@ class PolicyVersion(models.Model):
     draft = models.ForeignKey("PolicyDraft", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     eval_run_id = models.UUIDField(null=True, blank=True, help_text="The gate's eval run (evals.EvalRun).")
     emergency_reason = models.TextField(blank=True, help_text="Activated without a passing golden set, and why.")
+    # An emergency activation is asked by one governance admin and confirmed by another (changed_by).
+    emergency_requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                               on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
         ordering = ["-changed_at", "-id"]
@@ -115,7 +118,8 @@ class PolicyDraft(models.Model):
 
     It becomes active only through governance.drafts: when the golden sets of the agents it
     governs pass with it in place (the gate, run by the evals app), or through the emergency path,
-    which needs a stated reason and marks the policy so the receipts of the runs it governs say so.
+    which needs a stated reason and a second governance admin, and marks the policy so the receipts
+    of the runs it governs say so.
     """
 
     class State(models.TextChoices):
@@ -143,6 +147,11 @@ class PolicyDraft(models.Model):
     activated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     activated_at = models.DateTimeField(null=True, blank=True)
     emergency_reason = models.TextField(blank=True)
+    # The emergency path takes two governance admins: one asks (with the reason), another confirms
+    # (activated_by). Only the platform (user None: load_demo, bootstrap) activates in one step.
+    emergency_requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                               on_delete=models.SET_NULL, related_name="+")
+    emergency_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -1,6 +1,7 @@
 """Policy drafts in the workbench: each draft with its last gate side by side (every case before and
 after the change, those that changed first), the gated activation as an action, and the emergency
-path on the draft's page (a stated reason; recorded on the draft, the history and the policy)."""
+path on the draft's page: one governance admin asks with a stated reason, another confirms it
+(recorded on the draft, the history and the policy)."""
 
 from django import forms
 from django.contrib import admin, messages
@@ -15,9 +16,14 @@ from governance.models import PolicyDraft
 class DraftForm(forms.ModelForm):
     emergency_reason_given = forms.CharField(
         label="Emergency activation: reason", required=False, widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="Only to put this draft in force WITHOUT a passing golden set. State why it cannot wait "
-                  f"(at least {drafts.MIN_REASON_CHARS} characters); it is recorded on the draft, in the policy's "
-                  "history, and in the receipt of every run the policy governs until a gated change replaces it.")
+        help_text="Only to ask for this draft in force WITHOUT a passing golden set. State why it cannot wait "
+                  f"(at least {drafts.MIN_REASON_CHARS} characters); another governance admin must confirm it. It "
+                  "is recorded on the draft, in the policy's history, and in the receipt of every run the policy "
+                  "governs until a gated change replaces it.")
+    emergency_confirm = forms.BooleanField(
+        label="Emergency activation: confirm", required=False,
+        help_text="Put this draft in force WITHOUT a passing golden set, for the reason another governance admin "
+                  "asked it with. Not for the one who asked, nor the draft's author.")
 
     class Meta:
         model = PolicyDraft
@@ -45,8 +51,8 @@ class PolicyDraftAdmin(admin.ModelAdmin):
     actions = ["activate_through_gate"]
     readonly_fields = ["policy", "policy_name", "action", "base_version", "state", "values", "gate_eval_run_id",
                        "gate_side_by_side", "created_by", "created_at", "activated_by", "activated_at",
-                       "emergency_reason"]
-    fields = [*readonly_fields, "emergency_reason_given"]
+                       "emergency_reason", "emergency_requested_by", "emergency_requested_at"]
+    fields = [*readonly_fields, "emergency_reason_given", "emergency_confirm"]
 
     def has_view_permission(self, request, obj=None):
         return is_governance_admin(request.user) or reads_everything(request.user)
@@ -91,11 +97,14 @@ class PolicyDraftAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         reason = form.cleaned_data.get("emergency_reason_given", "").strip()
-        if not reason:
-            return
         try:
-            drafts.draft_activate_emergency(draft=obj, reason=reason, user=request.user)
-            self.message_user(request, f"draft {obj.pk} is in force in an emergency; the reason is recorded",
-                              messages.WARNING)
+            if reason:
+                drafts.draft_request_emergency(draft=obj, reason=reason, user=request.user)
+                self.message_user(request, f"draft {obj.pk}: the emergency activation is asked for; another "
+                                           "governance admin must confirm it", messages.WARNING)
+            elif form.cleaned_data.get("emergency_confirm"):
+                drafts.draft_confirm_emergency(draft=obj, user=request.user)
+                self.message_user(request, f"draft {obj.pk} is in force in an emergency; the reason and who asked "
+                                           "and confirmed it are recorded", messages.WARNING)
         except DomainError as exc:
             self.message_user(request, exc.message, messages.ERROR)

@@ -104,7 +104,14 @@ def receipt_of_a_run(text: str) -> dict:
     return json.loads(Receipt.objects.get(run=run).body)
 
 
-def test_the_emergency_path_needs_a_reason_is_recorded_and_shows_in_receipts(admin):
+def emergency(asker, confirmer, draft_id: int):
+    """The emergency path: one governance admin asks with the reason, another confirms it."""
+    asked = asker.post(f"/api/v1/policies/drafts/{draft_id}/activate/", {"emergency_reason": REASON}, format="json")
+    assert asked.status_code == 202, asked.json()
+    return confirmer.post(f"/api/v1/policies/drafts/{draft_id}/activate/", {"confirm_emergency": True}, format="json")
+
+
+def test_the_emergency_path_needs_a_reason_is_recorded_and_shows_in_receipts(admin, governance_admin):
     guard = Policy.objects.get(name="no-compensation-questions")
     draft_id = admin.patch(f"/api/v1/policies/{guard.pk}/", {"enabled": False}, format="json").json()[
         "error"]["details"]["draft"]
@@ -112,16 +119,19 @@ def test_the_emergency_path_needs_a_reason_is_recorded_and_shows_in_receipts(adm
     assert admin.post(f"/api/v1/policies/drafts/{draft_id}/activate/", {}, format="json").status_code == 409
     short = admin.post(f"/api/v1/policies/drafts/{draft_id}/activate/", {"emergency_reason": "now"}, format="json")
     assert short.status_code == 400 and "reason" in short.json()["error"]["message"]
-    done = admin.post(f"/api/v1/policies/drafts/{draft_id}/activate/", {"emergency_reason": REASON}, format="json")
+    done = emergency(admin, governance_admin.api, draft_id)
     assert done.status_code == 200, done.json()
+    confirmer = governance_admin.user.username
+    mark = f"{REASON} (asked by admin, confirmed by {confirmer})"
     draft = PolicyDraft.objects.get(pk=draft_id)
-    assert (draft.state, draft.emergency_reason, draft.activated_by.username) == ("activated_in_emergency", REASON,
-                                                                                  "admin")
+    assert (draft.state, draft.emergency_reason, draft.emergency_requested_by.username,
+            draft.activated_by.username) == ("activated_in_emergency", REASON, "admin", confirmer)
     assert EvalRun.objects.get(id=draft.gate_eval_run_id).status == "failed"  # what the gate would have said
     guard.refresh_from_db()
-    assert (guard.enabled, guard.version, guard.emergency_reason) == (False, 2, REASON)
+    assert (guard.enabled, guard.version, guard.emergency_reason) == (False, 2, mark)
     row = PolicyVersion.objects.get(policy=guard, version=2)
     assert (row.draft_id, row.emergency_reason, str(row.eval_run_id)) == (draft.pk, REASON, str(draft.gate_eval_run_id))
+    assert (row.emergency_requested_by.username, row.changed_by.username) == ("admin", confirmer)
     # Putting the guard back passes the gate (the set is whole again) and clears its mark. A gate
     # asks for the whole set: while a case fails, every change needs the gate or the emergency path.
     back = admin.patch(f"/api/v1/policies/{guard.pk}/", {"enabled": True}, format="json")
@@ -130,10 +140,9 @@ def test_the_emergency_path_needs_a_reason_is_recorded_and_shows_in_receipts(adm
     guide = Policy.objects.get(name="email-etiquette")
     second = admin.post("/api/v1/policies/drafts/", {"policy": guide.pk, "values": {"target_tools": ["calculator"]}},
                         format="json").json()
-    assert admin.post(f"/api/v1/policies/drafts/{second['id']}/activate/", {"emergency_reason": REASON},
-                      format="json").status_code == 200
+    assert emergency(admin, governance_admin.api, second["id"]).status_code == 200
     sealed = receipt_of_a_run("List all accounts.")
-    assert sealed["emergency"] == [{"policy": "email-etiquette", "id": guide.pk, "version": 2, "reason": REASON}]
+    assert sealed["emergency"] == [{"policy": "email-etiquette", "id": guide.pk, "version": 2, "reason": mark}]
     # The next change that passes its gate clears the mark; receipts after it carry none.
     fixed = admin.patch(f"/api/v1/policies/{guide.pk}/", {"target_tools": ["send_email"]}, format="json")
     assert fixed.status_code == 200 and fixed.json()["emergency_reason"] == ""
@@ -196,5 +205,5 @@ def test_without_a_registered_gate_only_the_emergency_path_activates(admin, monk
     with pytest.raises(drafts.GateFailed):
         drafts.draft_activate(draft=draft)
     assert Policy.objects.get(name="churn-risk-playbook").priority == 50
-    drafts.draft_activate_emergency(draft=PolicyDraft.objects.get(pk=draft.pk), reason=REASON)
+    drafts.draft_activate_emergency(draft=PolicyDraft.objects.get(pk=draft.pk), reason=REASON)  # the platform
     assert Policy.objects.get(name="churn-risk-playbook").priority == 45

@@ -17,7 +17,8 @@ def failed_draft(admin) -> PolicyDraft:
     return PolicyDraft.objects.get(pk=answer.json()["error"]["details"]["draft"])
 
 
-def test_the_draft_page_shows_the_gate_side_by_side_and_takes_an_emergency_reason(client, failed_draft):
+def test_the_draft_page_shows_the_gate_side_by_side_and_takes_an_emergency_reason(client, failed_draft,
+                                                                                   governance_admin):
     client.force_login(get_user_model().objects.get(username="admin"))
     listing = client.get("/admin/governance/policydraft/").content.decode()
     assert "18/20 pass; broken: injected-salary-still-blocked, salary-blocked" in listing
@@ -27,11 +28,19 @@ def test_the_draft_page_shows_the_gate_side_by_side_and_takes_an_emergency_reaso
     client.post("/admin/governance/policydraft/", {"action": "activate_through_gate",
                                                    "_selected_action": [failed_draft.pk]})
     assert Policy.objects.get(name="no-compensation-questions").enabled is True
-    # The emergency reason on the draft's page puts it in force, recorded.
-    client.post(f"/admin/governance/policydraft/{failed_draft.pk}/change/", {"emergency_reason_given": REASON})
+    # The emergency reason on the draft's page asks for it; its author may not confirm; another admin does.
+    change = f"/admin/governance/policydraft/{failed_draft.pk}/change/"
+    client.post(change, {"emergency_reason_given": REASON})
     failed_draft.refresh_from_db()
-    assert (failed_draft.state, failed_draft.emergency_reason) == ("activated_in_emergency", REASON)
-    assert Policy.objects.get(name="no-compensation-questions").emergency_reason == REASON
+    assert (failed_draft.state, failed_draft.emergency_requested_by.username) == ("gate_failed", "admin")
+    refused = client.post(change, {"emergency_confirm": "on"}, follow=True).content.decode()
+    assert "another governance admin must confirm it" in refused
+    assert Policy.objects.get(name="no-compensation-questions").enabled is True
+    governance_admin.browser.post(change, {"emergency_confirm": "on"})
+    failed_draft.refresh_from_db()
+    assert (failed_draft.state, failed_draft.emergency_reason, failed_draft.activated_by) == (
+        "activated_in_emergency", REASON, governance_admin.user)
+    assert Policy.objects.get(name="no-compensation-questions").emergency_reason.startswith(REASON)
 
 
 def test_operators_do_not_see_drafts(client, failed_draft):
