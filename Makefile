@@ -108,8 +108,12 @@ test-live: install-test bench-install
 	echo; echo "bench-smoke: exit $$b   test-services: exit $$s   fuzz: exit $$f   prod-smoke: exit $$p"; \
 	[ $$b -eq 0 ] && [ $$s -eq 0 ] && [ $$f -eq 0 ] && [ $$p -eq 0 ]
 
+# Its scenarios mostly wait (for a lease to lapse, a reconciler to pass, a worker to start), so it runs in
+# more pytest-xdist processes than there are CPUs: each has its own Redis on TEST_REDIS_PORT + N, slow
+# service on TEST_SLOW_SERVICE_PORT + N and test database (tests/services/conftest.py).
+SERVICES_WORKERS ?= 4
 test-services: install-test
-	DATABASE_URL=$(PG_URL) CELERY_BROKER_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 $(PY) -m pytest tests/services -n 2 --dist worksteal
+	DATABASE_URL=$(PG_URL) CELERY_BROKER_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 $(PY) -m pytest tests/services -n $(SERVICES_WORKERS) --dist worksteal
 
 # Warrant as the README's "Production" section deploys it: tests/prod/smoke.py runs that section's
 # commands as written (DEBUG off, a generated secret key) against its own database PROD_SMOKE_DB on

@@ -124,24 +124,33 @@ class Cluster:
         self.env.update(DEFAULTS)
         return self
 
-    def worker(self, name: str | None = None) -> CeleryProcess:
+    def worker(self, name: str | None = None, *, ready: bool = True) -> CeleryProcess:
         number = next(_SEQUENCE)
         name = name or f"w{number}"
-        process = CeleryProcess(
-            ["worker", "-n", f"{name}@warrant-test", "-c", "1", "-P", "prefork", "-l", "info",
-             "--without-gossip", "--without-mingle", "--without-heartbeat"],
-            self.env, self.logdir / f"{name}-{number}.log").start()
-        self.processes.append(process)  # before the wait: one that never gets ready is killed too
-        process.wait_ready()
-        return process
+        return self._start(["worker", "-n", f"{name}@warrant-test", "-c", "1", "-P", "prefork", "-l", "info",
+                            "--without-gossip", "--without-mingle", "--without-heartbeat"],
+                           self.logdir / f"{name}-{number}.log", ready)
 
-    def beat(self) -> CeleryProcess:
+    def beat(self, *, ready: bool = True) -> CeleryProcess:
         number = next(_SEQUENCE)
         schedule = self.logdir / f"beat-{number}.schedule"
-        process = CeleryProcess(["beat", "-s", str(schedule), "-l", "info"], self.env,
-                                self.logdir / f"beat-{number}.log").start()
-        self.processes.append(process)
-        process.wait_ready()
+        return self._start(["beat", "-s", str(schedule), "-l", "info"], self.logdir / f"beat-{number}.log", ready)
+
+    def start(self, workers: int | list[str] = 1, *, beat: bool = True) -> list[CeleryProcess]:
+        """Workers (named, or this many) and beat, started at once and then waited for: each is a
+        Django process setting itself up for seconds, and their start-ups overlap instead of adding
+        up. Returns the workers."""
+        names = workers if isinstance(workers, list) else [None] * workers
+        started = [self.worker(name, ready=False) for name in names] + ([self.beat(ready=False)] if beat else [])
+        for process in started:
+            process.wait_ready()
+        return started[:len(names)]
+
+    def _start(self, args: list[str], log: Path, ready: bool) -> CeleryProcess:
+        process = CeleryProcess(args, self.env, log).start()
+        self.processes.append(process)  # before the wait: one that never gets ready is killed too
+        if ready:
+            process.wait_ready()
         return process
 
     def kill_all(self) -> None:

@@ -80,8 +80,7 @@ def test_redis_kill_9_mid_step_then_restarted(cluster, fault_agent, scenario):
 def test_run_started_while_redis_is_down(cluster, fault_agent, scenario):
     """The web side's enqueue after commit cannot reach the broker: the run is kept, queued,
     the request is not failed or held up, and the reconciler sends it once Redis is back."""
-    cluster.worker("rdown")
-    cluster.beat()
+    cluster.start(["rdown"])
     cluster.redis.kill()
     REPORT.fault(scenario)
     began = time.monotonic()
@@ -97,8 +96,7 @@ def test_run_started_while_redis_is_down(cluster, fault_agent, scenario):
 
 
 def test_redis_flushall_while_runs_are_queued_and_running(cluster, fault_agent, scenario):
-    cluster.worker("rflush")
-    cluster.beat()
+    cluster.start(["rflush"])
     runs = [start_run({"turns": [[slow(2, f"r{i}-a")], [slow(1, f"r{i}-b")]], "final": f"run {i}"})
             for i in range(3)]
     wait_for(lambda: RunEvent.objects.filter(kind="claimed").exists(), timeout=30, what="a first claim")
@@ -120,8 +118,7 @@ def test_redis_flushall_while_runs_are_queued_and_running(cluster, fault_agent, 
 
 
 def test_worker_database_connection_terminated_mid_step(cluster, fault_agent, scenario):
-    cluster.worker("pgterm")
-    cluster.beat()
+    cluster.start(["pgterm"])
     run = start_run({"turns": [[slow(3, "first")], [slow(0.1, "second")]], "final": "both"})
     wait_event(run, "claimed")
     time.sleep(0.5)  # inside the slow step, the worker's connection idle under it
@@ -135,8 +132,7 @@ def test_worker_database_connection_terminated_mid_step(cluster, fault_agent, sc
 
 
 def test_worker_database_connection_terminated_mid_approved_email_batch(cluster, fault_agent, scenario):
-    cluster.worker("pgmail")
-    cluster.beat()
+    cluster.start(["pgmail"])
     run = start_run({"turns": [[email("x"), slow(3, "after the email")]]})
     wait_status(run, {"awaiting_approval"})
     approve(run)

@@ -36,8 +36,7 @@ def _decide(run: Run, *, yes: bool) -> ApprovalRequest:
 
 def test_an_extension_approved_and_one_denied_through_workers(cluster, fault_agent, scenario):
     _budgeted(fault_agent, max_turns=2, budget_role=Group.objects.get(name="secops"))
-    cluster.worker()
-    cluster.beat()
+    cluster.start()
     extended = start_run({"turns": [[LOOKUP], [LOOKUP]], "final": "counted"})
     refused = start_run({"turns": [[LOOKUP], [LOOKUP]], "final": "counted"})
     for run in (extended, refused):
@@ -58,8 +57,7 @@ def test_an_extension_approved_and_one_denied_through_workers(cluster, fault_age
 
 def test_an_extension_nobody_decides_expires_and_the_run_stops(cluster, fault_agent, scenario):
     _budgeted(fault_agent, max_tool_calls=1, budget_role=Group.objects.get(name="secops"))
-    cluster.worker()
-    cluster.beat()
+    cluster.start()
     run = start_run({"turns": [[LOOKUP, LOOKUP]]})
     wait_status(run, {"awaiting_budget"})
     request = _budget_request(run)

@@ -138,7 +138,7 @@ def web_server(*, database_url: str, broker_url: str, logdir: Path, runserver: b
             except httpx.HTTPError:
                 return False
 
-        wait_for(up, timeout=30, interval=0.2, what=f"the web server on {port} ({log})")
+        wait_for(up, timeout=120, interval=0.2, what=f"the web server on {port} ({log})")
         yield httpx.Client(base_url=base, timeout=30)
     finally:
         if process.poll() is None:

@@ -39,8 +39,7 @@ def _host(worker: str) -> str:
 
 
 def test_an_approval_decided_while_redis_and_every_worker_are_down(cluster, fault_agent, scenario, caplog, capsys):
-    cluster.worker()
-    cluster.beat()
+    cluster.start()
     run = start_run({"turns": [[email("x")]]})
     wait_status(run, {"awaiting_approval"})
     assert SentEmail.objects.count() == 0
@@ -64,8 +63,7 @@ def test_an_approval_decided_while_redis_and_every_worker_are_down(cluster, faul
     assert SentEmail.objects.count() == 0
 
     cluster.redis.start()
-    cluster.worker()
-    cluster.beat()
+    cluster.start()
     wait_status(run, {"succeeded"}, timeout=60)
     check_invariants(scenario)
     assert SentEmail.objects.count() == 1
@@ -76,8 +74,7 @@ def test_an_approval_decided_while_redis_and_every_worker_are_down(cluster, faul
 
 def test_fifty_parked_runs_survive_a_full_restart(cluster, fault_agent, scenario, capsys, caplog):
     caplog.set_level(logging.ERROR, logger="runs.services")
-    cluster.worker()
-    cluster.beat()
+    cluster.start()
     started = time.monotonic()
     runs = [start_run({"turns": [[email(f"n{i}")]]}) for i in range(PARKED_RUNS)]
     ids = [run.id for run in runs]
@@ -90,9 +87,7 @@ def test_fifty_parked_runs_survive_a_full_restart(cluster, fault_agent, scenario
     cluster.redis.kill()
     REPORT.fault(scenario)
     cluster.redis.start()
-    for _ in range(WORKERS_AFTER_RESTART):
-        cluster.worker()
-    cluster.beat()
+    cluster.start(WORKERS_AFTER_RESTART)
     restarted = time.monotonic()
 
     for run in runs:

@@ -95,8 +95,7 @@ def own_cluster(redis_server, logdir, own_database):
 @pytest.mark.parametrize("mode", ["fast", "immediate"])
 def test_postgresql_restarted_under_load(mode, own_server, own_cluster, fault_agent, scenario, capsys):
     cluster = own_cluster
-    cluster.worker()
-    cluster.worker()
+    cluster.start(2, beat=False)
     beat = cluster.beat()
     parked = start_run({"turns": [[email("approved after the restart")]], "final": "parked"})
     mailing = start_run({"turns": [[email("sent before the restart"), slow(3, "after the email")]], "final": "mailed"})

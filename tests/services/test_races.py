@@ -85,8 +85,7 @@ def emails_of(run: Run) -> int:
 def test_two_approvers_decide_the_same_request_at_once(cluster, fault_agent, scenario, logdir):
     second = User.objects.create_user("approver2", password="x")
     second.groups.add(Group.objects.get(name="secops"))
-    cluster.worker()
-    cluster.beat()
+    cluster.start()
     winners = Counter()
     for round_no, run in enumerate(park(ROUNDS, "two-approvers")):
         approval = run.approvals.get(status="pending")
@@ -119,8 +118,7 @@ def test_two_approvers_decide_the_same_request_at_once(cluster, fault_agent, sce
 
 
 def test_approve_races_expiry_and_cancel(cluster, fault_agent, scenario, logdir):
-    cluster.worker()
-    cluster.beat()
+    cluster.start()
     rng = random.Random(20240611)
     outcomes = Counter()
     for round_no, run in enumerate(park(ROUNDS, "approve-expire-cancel")):
@@ -222,9 +220,7 @@ def as_a_worker(settings):
 
 
 def test_the_receipt_chain_stays_linear_under_concurrent_sealing(cluster, fault_agent, scenario, logdir, as_a_worker):
-    cluster.worker()
-    cluster.worker()
-    cluster.beat()
+    cluster.start(2)
     quick = {"turns": []}
     started: list[Run] = []
 

@@ -43,9 +43,7 @@ def _kill_holder_and_measure(cluster, workers, run, scenario) -> float:
 
 def _two_workers_and_beat(cluster):
     cluster.at_defaults()
-    workers = [cluster.worker(), cluster.worker()]
-    cluster.beat()
-    return workers
+    return cluster.start(2)
 
 
 def test_kill_9_of_the_worker_mid_model_call(cluster, thinking_agent, scenario):
@@ -102,8 +100,7 @@ def test_graceful_restart_of_every_worker_hands_runs_back_at_once(cluster, fault
         run.refresh_from_db()
         seen[run.id] = (run.status, run.lease_owner)
         handed_back[run.id] = run.status_changed_at
-    cluster.worker()
-    cluster.worker()
+    cluster.start(2, beat=False)
     stills = [moved_after(run, stopped_at, kind="claimed", timeout=BOUND) for run in runs]
     scenario["standstill_seconds"] = round(max(stills), 1)
     # From SIGTERM to the run released (queued again, its step saved): the step's remaining time.

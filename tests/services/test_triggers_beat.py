@@ -79,8 +79,7 @@ def test_beat_fires_schedules_through_a_worker_with_their_rules(cluster):
 def test_a_paused_schedule_is_not_sent_by_beat_and_a_new_one_is_picked_up_while_it_runs(cluster):
     trigger = _schedule("paused", "List all accounts.", interval_seconds=1)
     services.trigger_pause(trigger, by=None)
-    cluster.worker()
-    cluster.beat()
+    cluster.start()
     canary = _schedule("canary", "List all accounts.", interval_seconds=1)
     wait_for(lambda: TriggerFire.objects.filter(trigger=canary).count() >= 2, timeout=60, interval=0.5,
              what="the canary's ticks")

@@ -50,8 +50,7 @@ def test_crash_after_the_side_effect_and_before_the_receipt(cluster, fault_agent
 
 
 def test_a_poison_step_fails_the_run_after_the_delivery_limit(cluster, fault_agent, scenario):
-    cluster.worker()
-    cluster.beat()
+    cluster.start()
     run = start_run({"turns": [[{"name": "poison", "arguments": {}}]]})
     REPORT.fault(scenario)
     wait_status(run, {"failed"}, timeout=90)
