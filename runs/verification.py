@@ -13,9 +13,12 @@ import json
 from dataclasses import dataclass, field
 
 from django.db import connection
+from django.db.models import CharField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from runs import append_only, signing, witness
+from runs import verification_memo as memo
 from runs.models import Receipt, ReceiptCheckpoint, Run, RunEvent
 from runs.states import TERMINAL
 from warrant_verify import chain
@@ -67,14 +70,24 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _uuid_text(value: str) -> str:
+    if len(value) != 32:
+        return value
+    return f"{value[:8]}-{value[8:12]}-{value[12:16]}-{value[16:20]}-{value[20:]}"
+
+
 def _receipt_rows(*, from_seq: int, upto_seq: int | None, chunk_size: int = _CHUNK):
     rows = Receipt.objects.filter(seq__gte=from_seq).order_by("seq")
     if upto_seq is not None:
         rows = rows.filter(seq__lte=upto_seq)
     chunk = []
-    for values in rows.values_list(*_RECEIPT_COLUMNS).iterator(chunk_size=_CHUNK):
+    # The two ids as text, not uuid.UUID objects: building and printing two of them per receipt cost
+    # more than hashing its body. UUIDField is 32 hex digits where the database has no uuid type
+    # (SQLite), so those get their dashes here.
+    texts = {"id": Cast("id", CharField()), "run_id": Cast("run_id", CharField())}
+    for values in rows.values_list(*(texts.get(c, c) for c in _RECEIPT_COLUMNS)).iterator(chunk_size=_CHUNK):
         record = dict(zip(_RECEIPT_COLUMNS, values))
-        record["id"], record["run_id"] = str(record["id"]), str(record["run_id"])
+        record["id"], record["run_id"] = _uuid_text(record["id"]), _uuid_text(record["run_id"])
         chunk.append(record)
         if len(chunk) == chunk_size:
             yield chunk
@@ -115,48 +128,75 @@ def _walk(*, keys, from_seq=1, start_prev=GENESIS, upto_seq=None, cross_check=No
     first_signed = first_signed_seq() if from_seq > 1 else None
     signed = first_signed is not None and first_signed < from_seq
     size = _CHUNK if workers <= 1 else 10 * _CHUNK
+    raw = memo.raw_keys(keys)
     for records in _receipt_rows(from_seq=from_seq, upto_seq=upto_seq, chunk_size=size):
+        bodies: dict = {}
+        vouched = memo.vouched(records, raw)
         result = chain.verify_receipts(records, keys=keys, start_seq=expected_seq, start_prev=expected_prev,
-                                       file="runs_receipt", workers=workers, signed_before=signed)
+                                       file="runs_receipt", workers=workers, signed_before=signed, bodies=bodies,
+                                       vouched=vouched)
         signed = result.signed
         if legacy is not None:
             legacy += result.legacy
         by_seq = {r["seq"]: r for r in records}
-        problems += _chain_problems(result.failures, by_seq)
+        found = _chain_problems(result.failures, by_seq)
         hashes.update({seq: h for seq, h in result.hashes.items() if seq in want_hashes})
         if cross_check is not None:
-            problems += cross_check(records)
+            found += cross_check(records, bodies, vouched)
+            # Only a walk that held the bodies to their runs remembers them (runs.verification_memo).
+            failed = {problem.seq for problem in found}
+            for index, body in bodies.items():
+                if records[index]["seq"] not in failed:
+                    memo.remember(records[index], raw, body)
+        problems += found
         checked += result.checked
         expected_seq, expected_prev = result.head_seq + 1, result.head_hash
     return checked, expected_seq - 1, expected_prev, problems, hashes
 
 
-def cross_check(records: list[dict]) -> list[Problem]:
-    """Each receipt's body against what the database holds of its run, events and approvals."""
-    from runs.receipts import approvals_by_run
+def cross_check(records: list[dict], bodies: dict | None = None, vouched: dict | None = None) -> list[Problem]:
+    """Each receipt's body against what the database holds of its run, events and approvals.
+    `bodies`: index in `records` -> the body already parsed (chain.verify_receipts's); the others
+    are parsed here. `vouched`: index -> runs.verification_memo's digest of what the body sealed,
+    held to the run as it is now; only a receipt whose run differs from it has its body read."""
+    from runs.receipts import approvals_where
 
-    bodies = {}
-    for record in records:
-        try:
-            body = json.loads(record["body"])
-        except ValueError:
-            continue  # the chain check reports it
+    bodies, vouched = bodies or {}, vouched or {}
+    found = {}
+    for index, record in enumerate(records):
+        body = bodies.get(index)
+        if index in vouched:
+            found[record["run_id"]] = (record, vouched[index])
+            continue
+        if body is None:
+            try:
+                body = json.loads(record["body"])
+            except ValueError:
+                continue  # the chain check reports it
         if isinstance(body, dict):
-            bodies[record["run_id"]] = (record, body)
-    run_ids = list(bodies)
-    runs = {str(row[0]): row[1:] for row in Run.objects.filter(id__in=run_ids).values_list(
-        "id", "status", "input", "output", "tainted", "stop_reason", "error", "policy_snapshot_sha256",
+            found[record["run_id"]] = (record, body)
+    if not found:
+        return []
+    # The chunk's rows by its receipts' seq range, a join (records are consecutive in seq), each
+    # keyed by the seq of the receipt that names its run: no run id to build or convert per row.
+    seqs = (min(r["seq"] for r in records), max(r["seq"] for r in records))
+    runs = {row[0]: row[1:] for row in Run.objects.filter(receipt__seq__range=seqs).values_list(
+        "receipt__seq", "status", "input", "output", "tainted", "stop_reason", "error", "policy_snapshot_sha256",
         "refused_count", "refused_kinds")}
-    events: dict[str, list[dict]] = {}
-    for run_id, seq, step, kind, data, hash_ in RunEvent.objects.filter(run_id__in=run_ids).order_by().values_list(
-            "run_id", "seq", "step", "kind", "data", "hash"):
-        events.setdefault(str(run_id), []).append({"seq": seq, "step": step, "kind": kind, "data": data, "hash": hash_})
-    approvals = approvals_by_run(run_ids)
+    events: dict[int, list[dict]] = {}
+    for receipt_seq, seq, step, kind, data, hash_ in RunEvent.objects.filter(run__receipt__seq__range=seqs).order_by(
+            ).values_list("run__receipt__seq", "seq", "step", "kind", "data", "hash"):
+        events.setdefault(receipt_seq, []).append({"seq": seq, "step": step, "kind": kind, "data": data, "hash": hash_})
+    approvals = approvals_where(run__receipt__seq__range=seqs)
     problems = []
-    for run_id, (record, body) in bodies.items():
+    for run_id, (record, body) in found.items():
+        row, run_events = runs.get(record["seq"]), events.get(record["seq"], [])
+        if isinstance(body, bytes):  # vouched: the sealed digest
+            if memo.held_digest(run_id, row, run_events, approvals.get(run_id, [])) == body:
+                continue
+            body = json.loads(record["body"])  # something differs: the comparisons below name what
         where = dict(seq=record["seq"], receipt=record["id"], run=run_id)
         name = f"run {run_id} (receipt #{record['seq']})"
-        row = runs.get(run_id)
         if row is None:
             problems.append(Problem("run", name, "the receipt's run is not in the database", **where))
         else:
@@ -182,7 +222,7 @@ def cross_check(records: list[dict]) -> list[Problem]:
                 problems.append(Problem("approvals", name, "the run's approval rows differ from the approvals sealed "
                                         "(decision, decider or time)", **where))
             continue
-        for failure in chain.verify_trace(events.get(run_id, []), body=body, file="runs_runevent"):
+        for failure in chain.verify_trace(run_events, body=body, file="runs_runevent"):
             problems.append(Problem("trace", failure.record, failure.reason, **where))
         if body.get("approvals") != approvals.get(run_id, []):
             problems.append(Problem("approvals", name, "the run's approval rows differ from the approvals sealed "

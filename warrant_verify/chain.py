@@ -128,9 +128,11 @@ def _check_chunk(start: int, records: list, raw_keys: dict) -> list[tuple[int, s
 def _per_record(records: list, keys: dict, workers: int, bodies: dict | None, vouched) -> list[tuple[int, str]]:
     if workers <= 1 or len(records) < PARALLEL_THRESHOLD:
         found = []
+        bounded = {kid for kid, key in keys.items() if retirement_of(key) is not None} if vouched else set()
         for index, record in enumerate(records):
-            if index in vouched:  # the key set may have changed since: its bound is read again
-                reason = retired_bound_problem(keys, record["key_id"], seq=record["seq"])
+            if index in vouched:  # the key set may have changed since: a retired key's bound is read again
+                reason = retired_bound_problem(keys, record["key_id"], seq=record["seq"]) \
+                    if record["key_id"] in bounded else ""
                 found += [(index, reason)] if reason else []
                 continue
             reasons, body = receipt_problems(record, keys, legacy_ok=True)
