@@ -22,7 +22,7 @@ from warrant_verify.keys import raw_public_bytes
 from warrant_verify.messages import receipt_hash
 from warrant_verify.trace import trace_summary
 
-LIMIT = 500_000  # about 60 MB; past it the memory starts over
+LIMIT = 500_000  # about 90 MB (182 bytes an entry, measured with tracemalloc); past it the memory starts over
 _sealed: dict[bytes, bytes] = {}
 
 
