@@ -207,7 +207,10 @@ def standing_state(standing: StandingApproval, now=None) -> str:
 
 def _callers(run) -> set[str]:
     names = {(run.snapshot or {}).get("caller", {}).get("username")}
-    data = RunEvent.objects.filter(run_id=run.pk, kind="run_created").values_list("data", flat=True).first()
+    # Ordered by seq alone: the model's default order starts with the run, which joins runs_run to
+    # sort by the run's own ordering.
+    data = (RunEvent.objects.filter(run_id=run.pk, kind="run_created").order_by("seq")
+            .values_list("data", flat=True).first())
     if isinstance(data, dict) and isinstance(data.get("caller"), dict):
         names.add(data["caller"].get("username"))
     return {name for name in names if isinstance(name, str) and name}
