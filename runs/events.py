@@ -69,5 +69,6 @@ def _head_at(run: Run, seq: int) -> str:
         at, _, hash_ = run.trace_tip.partition(":")
         if at == str(seq) and hash_:
             return hash_
-    found = RunEvent.objects.filter(run_id=run.id, seq=seq).values_list("hash", flat=True).first()
+    # Ordered by seq, not RunEvent's default ("run", "seq"), which joins runs_run to sort one row.
+    found = RunEvent.objects.filter(run_id=run.id, seq=seq).order_by("seq").values_list("hash", flat=True).first()
     return found or GENESIS
