@@ -6,11 +6,16 @@ The checks of runs' own configuration (receipt signing, the witness) are in runs
 from django.conf import settings
 from django.core import checks
 
+from agents import append_only as agents_append_only
 from core import stamp
 
 # (the module declaring a trigger set, the migration that made it): W036 checks each made set is
-# still there. Apps whose migrations make triggers add theirs (runs.apps adds the append-only set).
-TRIGGERS_MADE_BY: list[tuple[object, tuple[str, str]]] = [(stamp, ("governance", "0006_governance_stamp_triggers"))]
+# still there. Apps whose migrations make triggers add theirs (runs.apps adds the append-only set);
+# agents' is listed here, since agents imports no app above it and governance sits above agents.
+TRIGGERS_MADE_BY: list[tuple[object, tuple[str, str]]] = [
+    (stamp, ("governance", "0006_governance_stamp_triggers")),
+    (agents_append_only, ("agents", "0010_trust_change_append_only")),
+]
 
 
 @checks.register(checks.Tags.compatibility)

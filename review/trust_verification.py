@@ -10,7 +10,9 @@ the witness file, as the review chain is (review.verification, which reports bot
 import json
 
 from django.contrib.auth import get_user_model
+from django.db import connection
 
+from agents import append_only
 from agents.models import Tool, ToolSource, TrustChange
 from review.trust_chain import COLUMNS
 from runs import witness
@@ -70,7 +72,8 @@ def _unvouched(marks: dict) -> list[Problem]:
 
 def trust_verify_problems(*, keys, made_at: str) -> tuple[int, int, list[Problem]]:
     """(changes checked, trust checkpoints in the witness file, problems): links, hashes, bodies,
-    signatures, rows against bodies, live marks against the chain, the witness's trust checkpoints."""
+    signatures, rows against bodies, live marks against the chain, the witness's trust checkpoints,
+    and the append-only triggers on the rows."""
     lines, _bad = witness.witness_file_checkpoints(TRUST_CHECKPOINT_KIND)  # review.verification reports bad lines
     wanted = {line.get("seq") for line in lines}
     problems: list[Problem] = []
@@ -99,4 +102,6 @@ def trust_verify_problems(*, keys, made_at: str) -> tuple[int, int, list[Problem
     problems += [Problem("witness", f"witness file: {failure.record}", failure.reason) for failure in
                  verify_trust_checkpoints(found, keys=keys, hash_at=hash_at, head_seq=start_seq - 1, made_at=made_at,
                                           file="witness", labels=[f"line {line['_line']}" for line in lines])]
+    problems += [Problem("append_only", name, "the append-only trigger is missing or disabled")
+                 for name in append_only.TRIGGERS.missing(connection)]
     return checked, len(lines), problems + _unvouched(marks)

@@ -187,10 +187,11 @@ def _postgres_flush_allowed(request):
     """Let pytest-django flush the database between transactional tests.
 
     The append-only triggers refuse TRUNCATE (PostgreSQL) and DELETE (SQLite) on receipts,
-    events, checkpoints, approval decisions and review records, as they should in production. A
-    transactional test's teardown flushes, so just before it this fixture (torn down first, since
-    it depends on transactional_db) switches the PostgreSQL session to replica mode, which skips
-    ordinary triggers, or drops SQLite's (a test database's schema only); the next test restores them.
+    events, checkpoints, approval decisions, review records and trust changes, as they should in
+    production. A transactional test's teardown flushes, so just before it this fixture (torn down
+    first, since it depends on transactional_db) switches the PostgreSQL session to replica mode,
+    which skips ordinary triggers, or drops SQLite's (a test database's schema only); the next test
+    restores them.
     """
     marker = request.node.get_closest_marker("django_db")
     transactional = (marker and marker.kwargs.get("transaction")) or "transactional_db" in request.fixturenames
@@ -201,13 +202,15 @@ def _postgres_flush_allowed(request):
     from django.db import connection
 
     if connection.vendor == "sqlite":
+        from agents import append_only as agents_append_only
         from review import append_only as review_append_only
         from runs import append_only
 
-        for triggers in (append_only.TRIGGERS, review_append_only.TRIGGERS):
+        sets = (append_only.TRIGGERS, review_append_only.TRIGGERS, agents_append_only.TRIGGERS)
+        for triggers in sets:
             triggers.create(connection)
         yield
-        for triggers in (append_only.TRIGGERS, review_append_only.TRIGGERS):
+        for triggers in sets:
             triggers.drop(connection)
         return
     if connection.vendor != "postgresql":

@@ -15,6 +15,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.state import ProjectState
 from django.db.utils import ConnectionHandler
 
+from agents import append_only as agents_append_only
 from core import stamp
 from governance.checks import triggers_are_in_place
 from review import append_only as review_append_only
@@ -24,8 +25,9 @@ from runs import append_only
 # first made it on SQLite: any migration that is not an ancestor of that one may run after it.
 STAMP_CREATOR = ("governance", "0006_governance_stamp_triggers")
 CREATORS = [(stamp, STAMP_CREATOR), (append_only, ("runs", "0009_signed_receipts_and_checkpoints")),
-            (review_append_only, ("review", "0001_compliance_review"))]
-IDS = ["governance-stamp", "append-only", "review-records"]
+            (review_append_only, ("review", "0001_compliance_review")),
+            (agents_append_only, ("agents", "0010_trust_change_append_only"))]
+IDS = ["governance-stamp", "append-only", "review-records", "trust-changes"]
 
 # The statements runs.append_only and review.append_only made before they shared a builder, as
 # migrations installed them (written out from the code of that time, not from core.triggers).

@@ -8,13 +8,14 @@ an exported bundle each report it; with the signing key as well, the witness sti
 
 import io
 import json
-from contextlib import redirect_stdout
+from contextlib import contextmanager, redirect_stdout
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError, connection, transaction
 
-from agents import trust
+from agents import append_only, trust
 from agents.models import Tool, ToolSource, TrustChange
 from agents.trust import tool_source_trust, tool_trust
 from review.verification import review_verify_chain
@@ -31,6 +32,26 @@ from warrant_verify.trust_chain import TRUST_CHECKPOINT_KIND, TRUST_FILE, trust_
 
 pytestmark = pytest.mark.django_db(transaction=True)
 COLUMNS = ("seq", "prev_hash", "hash", "body", "key_id", "signature")
+
+
+@contextmanager
+def _as_dba():
+    """The DBA's way past the append-only triggers on agents_trustchange: replica mode on
+    PostgreSQL (ordinary triggers do not fire), dropped and re-made on SQLite; back in place after."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET session_replication_role = replica")
+        try:
+            yield
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SET session_replication_role = DEFAULT")
+        return
+    append_only.TRIGGERS.drop(connection)
+    try:
+        yield
+    finally:
+        append_only.TRIGGERS.create(connection)
 
 
 def _admin():
@@ -86,7 +107,8 @@ def test_each_trust_change_is_sealed_in_a_chain_and_everything_verifies(demo, tm
 
 def test_a_trust_change_deleted_by_the_dba_is_caught_online_and_offline(demo, tmp_path):
     _trusted_then_back(demo)
-    TrustChange.objects.filter(name="docs", trusted=True).delete()  # the trace of "trusted" erased
+    with _as_dba():
+        TrustChange.objects.filter(name="docs", trusted=True).delete()  # the trace of "trusted" erased
     problems = _problems()
     assert any(p.startswith("trust_chain: trust change ") and "a trust change is missing" in p
                for p in problems), problems
@@ -101,7 +123,8 @@ def test_erasing_the_last_changes_is_caught_against_the_signed_manifest_and_the_
     head = TrustChange.objects.order_by("-seq").values_list("seq", "hash").first()
     assert [(line["seq"], line["head"]) for line in lines if line["kind"] == TRUST_CHECKPOINT_KIND][-1] == head
     # Both changes removed from the end: what remains is a consistent, validly signed chain.
-    TrustChange.objects.filter(name="docs").delete()
+    with _as_dba():
+        TrustChange.objects.filter(name="docs").delete()
     problems = _problems()
     assert any(p.startswith("witness: witness file: trust checkpoint") and "trust changes were cut off the end" in p
                for p in problems), problems
@@ -116,14 +139,15 @@ def test_a_trust_change_rewritten_and_re_signed_by_the_key_holder_fails_against_
     body = json.loads(first.body) | {"reason": "reviewed by security"}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     previous = first.prev_hash
-    for change in TrustChange.objects.filter(seq__gte=first.seq).order_by("seq"):
-        change.body = text if change.pk == first.pk else change.body
-        change.reason = json.loads(change.body)["reason"]
-        change.prev_hash, change.hash = previous, receipt_hash(previous, change.body)
-        change.signature = signing.sign(trust_message(seq=change.seq, prev_hash=change.prev_hash, hash=change.hash,
-                                                      key_id=change.key_id))
-        change.save()
-        previous = change.hash
+    with _as_dba():
+        for change in TrustChange.objects.filter(seq__gte=first.seq).order_by("seq"):
+            change.body = text if change.pk == first.pk else change.body
+            change.reason = json.loads(change.body)["reason"]
+            change.prev_hash, change.hash = previous, receipt_hash(previous, change.body)
+            change.signature = signing.sign(trust_message(seq=change.seq, prev_hash=change.prev_hash,
+                                                          hash=change.hash, key_id=change.key_id))
+            change.save()
+            previous = change.hash
     problems = _problems()
     assert problems and all(p.startswith("witness: ") for p in problems), problems
     assert any("the trust chain was rewritten after this checkpoint" in p for p in problems), problems
@@ -133,13 +157,30 @@ def test_a_trust_change_rewritten_and_re_signed_by_the_key_holder_fails_against_
 
 def test_a_row_edited_behind_its_seal_and_a_mark_set_behind_agents_trust_are_caught(demo, tmp_path):
     _trusted_then_back(demo)
-    TrustChange.objects.filter(name="docs", trusted=True).update(reason="approved by the CISO")
+    with _as_dba():
+        TrustChange.objects.filter(name="docs", trusted=True).update(reason="approved by the CISO")
     ToolSource.objects.filter(name="docs").update(trusted=True)  # trusted again, with no change written
     Tool.objects.filter(name="list_accounts").update(trusted_output=False)  # untrusted: fails closed, fine
     problems = _problems()
     assert any(p.startswith("trust: trust change #") and "the row's reason differs" in p for p in problems), problems
     assert any(p.startswith("trust: tool source docs: is marked trusted, but no sealed trust change") for p in problems)
     assert not any("list_accounts" in p for p in problems), problems
+
+
+def test_the_database_refuses_to_change_or_remove_a_trust_change(demo):
+    _trusted_then_back(demo)
+    change = TrustChange.objects.get(name="docs", trusted=True)
+    for attempt in (lambda: TrustChange.objects.filter(pk=change.pk).update(reason="approved by the CISO"),
+                    lambda: TrustChange.objects.filter(pk=change.pk).delete()):
+        with pytest.raises(DatabaseError, match="agents_trustchange rows are append-only"), transaction.atomic():
+            attempt()
+    assert TrustChange.objects.get(pk=change.pk).reason == "our own wiki"
+    assert review_verify_chain().valid
+    append_only.TRIGGERS.drop(connection)  # left dropped: the online check says so
+    try:
+        assert any(p.startswith("append_only: agents_trustchange_no_") for p in _problems())
+    finally:
+        append_only.TRIGGERS.create(connection)
 
 
 def test_a_body_edited_in_the_bundle_fails_offline(demo, tmp_path):
