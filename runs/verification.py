@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from django.db import connection
-from django.db.models import CharField
+from django.db.models import CharField, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -68,6 +68,10 @@ def _result(checked: int, failures: list[Problem], *, since=None, ok_reason="") 
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _json_list(text):
+    return [] if text == "[]" else (None if text is None else json.loads(text))
 
 
 def _uuid_text(value: str) -> str:
@@ -180,9 +184,11 @@ def cross_check(records: list[dict], bodies: dict | None = None, vouched: dict |
     # The chunk's rows by its receipts' seq range, a join (records are consecutive in seq), each
     # keyed by the seq of the receipt that names its run: no run id to build or convert per row.
     seqs = (min(r["seq"] for r in records), max(r["seq"] for r in records))
-    runs = {row[0]: row[1:] for row in Run.objects.filter(receipt__seq__range=seqs).values_list(
-        "receipt__seq", "status", "input", "output", "tainted", "stop_reason", "error", "policy_snapshot_sha256",
-        "refused_count", "refused_kinds")}
+    # refused_kinds comes as its JSON text: nearly every run's is [], which needs no json.loads.
+    runs = {row[0]: (*row[1:-1], _json_list(row[-1])) for row in Run.objects.filter(
+        receipt__seq__range=seqs).values_list("receipt__seq", "status", "input", "output", "tainted", "stop_reason",
+                                              "error", "policy_snapshot_sha256", "refused_count",
+                                              Cast("refused_kinds", TextField()))}
     events: dict[int, list[dict]] = {}
     for receipt_seq, seq, step, kind, data, hash_ in RunEvent.objects.filter(run__receipt__seq__range=seqs).order_by(
             ).values_list("run__receipt__seq", "seq", "step", "kind", "data", "hash"):
