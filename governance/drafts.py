@@ -183,7 +183,7 @@ def draft_request_emergency(*, draft: PolicyDraft, reason: str, user) -> PolicyD
     reason = _stated(reason)
     if not is_governance_admin(user):
         raise Forbidden("only a governance admin may ask for an emergency activation", details={"draft": draft.pk})
-    draft = PolicyDraft.objects.select_for_update().select_related("emergency_requested_by").get(pk=draft.pk)
+    draft = PolicyDraft.objects.select_for_update(of=("self",)).select_related("emergency_requested_by").get(pk=draft.pk)
     _check_open(draft)
     if draft.emergency_requested_by_id is not None or draft.emergency_requested_at is not None:
         # The reason another admin is about to confirm is not rewritten under them.
@@ -275,7 +275,7 @@ def _rate(report: dict) -> str:
 
 @transaction.atomic
 def _apply(draft: PolicyDraft, *, verdict: GateVerdict, user, emergency_reason: str, stamp: str | None) -> Policy | None:
-    draft = PolicyDraft.objects.select_for_update().select_related("created_by", "emergency_requested_by").get(
+    draft = PolicyDraft.objects.select_for_update(of=("self",)).select_related("created_by", "emergency_requested_by").get(
         pk=draft.pk)
     _check_open(draft)
     # An emergency by a person is a confirmation: checked again under the row's lock, with what was asked.
