@@ -43,7 +43,8 @@ class TriggerOutputSerializer(serializers.ModelSerializer):
 
 
 class TriggerCreatedSerializer(TriggerOutputSerializer):
-    secret = serializers.CharField(read_only=True, help_text="The webhook secret: shown in this answer only.")
+    secret = serializers.CharField(read_only=True, allow_null=True,
+                                   help_text="The webhook secret: shown in this answer only (null for a schedule).")
 
     class Meta(TriggerOutputSerializer.Meta):
         ref_name = "TriggerCreated"
