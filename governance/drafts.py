@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from core import stamp as governance_stamp
 from core.api_errors import Conflict, DomainError, Forbidden
+from core.four_eyes import check_second_admin, name as _name
 from core.permissions import is_governance_admin
 from governance import services
 from governance.engine import PolicySpec
@@ -61,12 +62,6 @@ class DraftClosed(Conflict):
 
 class InvalidDraft(DomainError):
     code = "invalid"
-
-
-class SecondAdminRequired(Forbidden):
-    """The emergency path asked to be confirmed by the one who asked for it, or by the draft's author."""
-
-    code = "second_admin_required"
 
 
 class EmergencyPending(Conflict):
@@ -218,24 +213,16 @@ def draft_activate_emergency(*, draft: PolicyDraft, reason: str) -> Policy | Non
     return _apply(draft, verdict=verdict, user=None, emergency_reason=reason, stamp=None)
 
 
-def _name(user) -> str:
-    return user.get_username() if user is not None else "the platform"
-
-
 def _check_confirmer(draft: PolicyDraft, user) -> None:
     if draft.emergency_requested_at is None:
         raise NoEmergencyRequest(
             f"no emergency activation of draft {draft.pk} was asked for: ask with a stated reason (emergency_reason)",
             details={"draft": draft.pk})
     asked_by = draft.emergency_requested_by
-    if not is_governance_admin(user):
-        raise Forbidden("only a governance admin may confirm an emergency activation", details={"draft": draft.pk})
-    if user.pk in (draft.emergency_requested_by_id, draft.created_by_id):
-        raise SecondAdminRequired(
-            f"an emergency activation needs a second governance admin: {_name(asked_by)} asked for it and "
-            f"{_name(draft.created_by)} made the draft; another governance admin must confirm it",
-            details={"draft": draft.pk, "emergency_requested_by": _name(asked_by),
-                     "created_by": _name(draft.created_by)})
+    check_second_admin(user, what="an emergency activation",
+                       parties=[(asked_by, "asked for it"), (draft.created_by, "made the draft")],
+                       details={"draft": draft.pk, "emergency_requested_by": _name(asked_by),
+                                "created_by": _name(draft.created_by)})
 
 
 def draft_discard(*, draft: PolicyDraft, user=None) -> PolicyDraft:

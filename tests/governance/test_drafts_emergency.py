@@ -5,6 +5,7 @@ platform (user None: load_demo, bootstrap) activates in one step."""
 import pytest
 
 from core.api_errors import Forbidden
+from core.four_eyes import SecondAdminRequired
 from evals.models import EvalRun
 from governance import drafts
 from governance.models import Policy, PolicyDraft, PolicyVersion
@@ -95,7 +96,7 @@ def test_confirming_needs_a_request_and_asking_and_confirming_at_once_is_refused
 def test_the_services_refuse_the_author_and_let_the_platform_through(admin, failed_draft):
     drafts.draft_request_emergency(draft=failed_draft, reason=REASON, user=failed_draft.created_by)
     before = written()
-    with pytest.raises(drafts.SecondAdminRequired):
+    with pytest.raises(SecondAdminRequired):
         drafts.draft_confirm_emergency(draft=PolicyDraft.objects.get(pk=failed_draft.pk), user=failed_draft.created_by)
     with pytest.raises(Forbidden):  # the platform does not confirm a person's request
         drafts.draft_confirm_emergency(draft=PolicyDraft.objects.get(pk=failed_draft.pk), user=None)

@@ -1,0 +1,34 @@
+"""The four-eyes rule: what would loosen Warrant's hold on a run takes two governance admins.
+
+One admin proposes (asks for an emergency activation, marks a source trusted, changes a golden case)
+and a different one, who took no part in it, confirms. `check_second_admin` is the one check every
+such confirmation makes; the platform itself (no user: load_demo, bootstrap) is not a person and does
+not go through it.
+"""
+
+from core.api_errors import Forbidden
+from core.permissions import is_governance_admin
+
+
+class SecondAdminRequired(Forbidden):
+    """The confirmation came from someone who already took part in what it confirms."""
+
+    code = "second_admin_required"
+
+
+def name(user) -> str:
+    return user.get_username() if user is not None else "the platform"
+
+
+def check_second_admin(user, *, what: str, parties: list[tuple[object, str]], details: dict | None = None) -> None:
+    """Refuse `user` as the confirmer of `what` unless a governance admin who is none of `parties`
+    ((user or None, what they did), such as (asker, "asked for it")). The refusal names each party."""
+    details = details or {}
+    if not is_governance_admin(user):
+        raise Forbidden(f"only a governance admin may confirm {what}", details=details)
+    taken = [(party, did) for party, did in parties if party is not None]
+    if any(party.pk == user.pk for party, _ in taken):
+        said = " and ".join(f"{name(party)} {did}" for party, did in taken)
+        raise SecondAdminRequired(
+            f"{what} needs a second governance admin: {said}; another governance admin must confirm it",
+            details=details)
