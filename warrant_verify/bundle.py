@@ -226,7 +226,9 @@ def _receipts(files, chain: dict, keys: dict, workers: int, complete: bool, repo
         start_prev = records[0].get("prev_hash") if records else GENESIS
     elif first_seq == 1 and start_prev != GENESIS:
         report.fail("manifest.json", "chain", "first_seq is 1 but start_prev_hash is not GENESIS")
-    result = verify_receipts(records, keys=keys, start_seq=first_seq, start_prev=start_prev, workers=workers)
+    parsed: dict[int, dict] = {}  # the bodies the chain check parsed in this process, not parsed again below
+    result = verify_receipts(records, keys=keys, start_seq=first_seq, start_prev=start_prev, workers=workers,
+                             bodies=parsed)
     report.failures.extend(result.failures)
     last_seq, head_seq, head_hash = chain.get("last_seq"), chain.get("head_seq"), chain.get("head_hash")
     if not records and last_seq is None:
@@ -244,9 +246,9 @@ def _receipts(files, chain: dict, keys: dict, workers: int, complete: bool, repo
         report.fail("manifest.json", "chain", "head_hash is not the last receipt's hash"
                     if records else "head_hash is not start_prev_hash, yet the bundle holds no receipt")
     bodies: dict[str, tuple[str, dict]] = {}
-    for record in records:
+    for index, record in enumerate(records):
         try:
-            body = json.loads(record.get("body"))
+            body = parsed[index] if index in parsed else json.loads(record.get("body"))
         except (TypeError, ValueError, RecursionError):
             continue  # already reported by the chain check
         if not isinstance(body, dict) or not isinstance(record.get("run_id"), str):
