@@ -6,7 +6,12 @@ such confirmation makes; the platform itself (no user: load_demo, bootstrap) is 
 not go through it.
 """
 
-from core.api_errors import Forbidden
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from core.api_errors import Conflict, Forbidden
 from core.permissions import is_governance_admin
 
 
@@ -14,6 +19,12 @@ class SecondAdminRequired(Forbidden):
     """The confirmation came from someone who already took part in what it confirms."""
 
     code = "second_admin_required"
+
+
+class RequestExpired(Conflict):
+    """What the second admin would confirm was asked for longer ago than the window allows."""
+
+    code = "request_expired"
 
 
 def name(user) -> str:
@@ -32,3 +43,17 @@ def check_second_admin(user, *, what: str, parties: list[tuple[object, str]], de
         raise SecondAdminRequired(
             f"{what} needs a second governance admin: {said}; another governance admin must confirm it",
             details=details)
+
+
+def check_fresh(asked_at, *, what: str, details: dict | None = None) -> None:
+    """Refuse to confirm what was asked for more than WARRANT["SECOND_ADMIN_WINDOW_HOURS"] ago: a request
+    left lying is not a standing licence for whoever comes by later; it is asked for again."""
+    hours = settings.WARRANT["SECOND_ADMIN_WINDOW_HOURS"]
+    if asked_at is not None and timezone.now() - asked_at > timedelta(hours=hours):
+        raise RequestExpired(f"{what} was asked for more than {hours:g} hours ago and can no longer be confirmed; "
+                             f"ask for it again", details=details or {})
+
+
+def is_fresh(asked_at) -> bool:
+    return asked_at is not None and timezone.now() - asked_at <= timedelta(
+        hours=settings.WARRANT["SECOND_ADMIN_WINDOW_HOURS"])

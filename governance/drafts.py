@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from core import stamp as governance_stamp
 from core.api_errors import Conflict, DomainError, Forbidden
-from core.four_eyes import check_second_admin, name as _name
+from core.four_eyes import check_fresh, check_second_admin, is_fresh, name as _name
 from core.permissions import is_governance_admin
 from governance import services
 from governance.engine import PolicySpec
@@ -180,7 +180,7 @@ def draft_request_emergency(*, draft: PolicyDraft, reason: str, user) -> PolicyD
         raise Forbidden("only a governance admin may ask for an emergency activation", details={"draft": draft.pk})
     draft = PolicyDraft.objects.select_for_update(of=("self",)).select_related("emergency_requested_by").get(pk=draft.pk)
     _check_open(draft)
-    if draft.emergency_requested_by_id is not None or draft.emergency_requested_at is not None:
+    if is_fresh(draft.emergency_requested_at):
         # The reason another admin is about to confirm is not rewritten under them.
         raise EmergencyPending(
             f"an emergency activation of draft {draft.pk} was already asked for by {_name(draft.emergency_requested_by)}; "
@@ -219,6 +219,8 @@ def _check_confirmer(draft: PolicyDraft, user) -> None:
             f"no emergency activation of draft {draft.pk} was asked for: ask with a stated reason (emergency_reason)",
             details={"draft": draft.pk})
     asked_by = draft.emergency_requested_by
+    check_fresh(draft.emergency_requested_at, what=f"the emergency activation of draft {draft.pk}",
+                details={"draft": draft.pk, "emergency_requested_by": _name(asked_by)})
     check_second_admin(user, what="an emergency activation",
                        parties=[(asked_by, "asked for it"), (draft.created_by, "made the draft")],
                        details={"draft": draft.pk, "emergency_requested_by": _name(asked_by),

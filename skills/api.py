@@ -16,13 +16,13 @@ from core.api_errors import Conflict
 from core.permissions import ReadAnyRoleWriteGovernanceAdmin
 from skills.models import Skill
 from skills.parser import SkillFormatError, parse_skill_md
-from skills.services import skill_import_report
+from skills.services import EMERGENCY_ASKED, skill_import_report
 
 # Fields a skill has that only its SKILL.md text may change (or that nothing may change).
 DERIVED = frozenset({
     "id", "name", "description", "tags", "allowed_tools", "body", "version", "sha256", "history",
     "updated_by", "created_at", "updated_at", "inputs", "outputs", "side_effects", "author", "approved_by",
-    "approved_at",
+    "approved_at", "emergency_reason", "emergency_request",
 })
 
 
@@ -46,12 +46,22 @@ def _parsed(source: str):
         raise serializers.ValidationError({"source": [str(exc)]}) from None
 
 
-def _import(*, source: str, status_: str | None, user, emergency_reason: str = "") -> Skill:
+def _import(*, source: str, status_: str | None, user, emergency_reason: str = "",
+            confirm_emergency: bool = False) -> tuple[Skill, str]:
     try:
-        skill, _ = skill_import_report(text=source, user=user, status=status_, emergency_reason=emergency_reason)
+        return skill_import_report(text=source, user=user, status=status_, emergency_reason=emergency_reason,
+                                   confirm_emergency=confirm_emergency)
     except SkillFormatError as exc:
         raise serializers.ValidationError({"source": [str(exc)]}) from None
-    return skill
+
+
+class EmergencyRequestSerializer(serializers.Serializer):
+    reason = serializers.CharField(source="emergency_request_reason")
+    requested_by = serializers.CharField(source="emergency_requested_by.username", allow_null=True)
+    requested_at = serializers.DateTimeField(source="emergency_requested_at")
+
+    class Meta:
+        ref_name = "SkillEmergencyRequest"
 
 
 class SkillOutputSerializer(serializers.ModelSerializer):
@@ -71,10 +81,21 @@ class SkillDetailOutputSerializer(SkillOutputSerializer):
     author = serializers.SlugRelatedField(read_only=True, slug_field="username", allow_null=True)
     approved_by = serializers.SlugRelatedField(read_only=True, slug_field="username", allow_null=True)
 
+    emergency_request = serializers.SerializerMethodField(
+        help_text="An emergency activation one governance admin asked for, waiting for a second to confirm "
+                  "(confirm_emergency); null when none is asked for this text.")
+
     class Meta(SkillOutputSerializer.Meta):
         ref_name = "SkillDetail"
         fields = SkillOutputSerializer.Meta.fields + ["body", "source", "updated_by", "author", "approved_by",
-                                                      "approved_at", "created_at"]
+                                                      "approved_at", "created_at", "emergency_reason",
+                                                      "emergency_request"]
+
+    @extend_schema_field(EmergencyRequestSerializer(allow_null=True))
+    def get_emergency_request(self, skill: Skill) -> dict | None:
+        if skill.emergency_requested_at is None or skill.emergency_request_sha256 != skill.sha256:
+            return None
+        return EmergencyRequestSerializer(skill).data
 
 
 class SkillFilter(django_filters.FilterSet):
@@ -119,14 +140,14 @@ class SkillListCreateApi(ListAPIView):
         if Skill.objects.filter(name=name).exists():
             raise Conflict(f"a skill named {name!r} already exists; PATCH skills/{name}/ to change it",
                            details={"name": name})
-        skill = _import(source=data["source"], status_=data.get("status"), user=request.user)
+        skill, _ = _import(source=data["source"], status_=data.get("status"), user=request.user)
         return Response(SkillDetailOutputSerializer(skill).data, status=status.HTTP_201_CREATED)
 
 
 class SkillDetailApi(GenericAPIView):
     permission_classes = [ReadAnyRoleWriteGovernanceAdmin]
     serializer_class = SkillDetailOutputSerializer
-    queryset = Skill.objects.select_related("updated_by")
+    queryset = Skill.objects.select_related("updated_by", "author", "approved_by", "emergency_requested_by")
     lookup_field = lookup_url_kwarg = "name"
 
     class InputSerializer(StrictFieldsMixin, serializers.Serializer):
@@ -136,11 +157,22 @@ class SkillDetailApi(GenericAPIView):
         status = SkillStatusField(required=False)
         emergency_reason = serializers.CharField(
             required=False, allow_blank=True, max_length=2000,
-            help_text="With status active: activate even though the golden sets fail with the skill, for this "
-                      "stated reason (recorded in its history; receipts of runs that use it show it).")
+            help_text="With status active, when the golden sets fail with the skill: ask for an emergency "
+                      "activation for this stated reason (202; nothing is in force until another governance "
+                      "admin confirms it).")
+        confirm_emergency = serializers.BooleanField(
+            required=False, default=False,
+            help_text="With status active: confirm the emergency activation another governance admin asked for "
+                      "on this text; refused (403 second_admin_required) to the one who asked and to the author.")
 
         class Meta:
             ref_name = "SkillUpdateInput"
+
+        def validate(self, attrs):
+            if attrs.get("emergency_reason", "").strip() and attrs.get("confirm_emergency"):
+                raise serializers.ValidationError({"confirm_emergency": [
+                    "one governance admin asks (emergency_reason) and another confirms: not both at once"]})
+            return attrs
 
     @extend_schema(operation_id="skills_retrieve", summary="Read a skill", responses={200: SkillDetailOutputSerializer, **errors(403, 404)})
     def get(self, request, name):
@@ -150,8 +182,15 @@ class SkillDetailApi(GenericAPIView):
         operation_id="skills_partial_update", summary="Replace a skill's SKILL.md and/or change its status",
         description="Activating a skill (status `active`) passes the gate first: every agent's golden set with the "
                     "skill active. A failing set answers 409 `gate_failed` with the report (each case before and "
-                    "after) and the skill stays as it was, unless `emergency_reason` is stated.",
-        request=InputSerializer, responses={200: SkillDetailOutputSerializer, **errors(400, 403, 404, 409)},
+                    "after) and the skill stays as it was. The emergency path takes two governance admins: "
+                    "`emergency_reason` asks for it (202, the skill shows the pending `emergency_request`; 409 "
+                    "`emergency_pending` if it was asked already); `confirm_emergency` by another governance admin "
+                    "activates it whatever the gate says (403 `second_admin_required` to the one who asked and to "
+                    "the text's author, 409 `no_emergency_request` when none was asked for this text, 409 "
+                    "`request_expired` after WARRANT_SECOND_ADMIN_WINDOW_HOURS); the version names both and runs "
+                    "that use it carry the mark in their receipts.",
+        request=InputSerializer,
+        responses={200: SkillDetailOutputSerializer, 202: SkillDetailOutputSerializer, **errors(400, 403, 404, 409)},
     )
     def patch(self, request, name):
         skill = self.get_object()
@@ -163,9 +202,11 @@ class SkillDetailApi(GenericAPIView):
             raise serializers.ValidationError(
                 {"source": [f"the SKILL.md names {_parsed(source).name!r}, not {skill.name!r}; a skill cannot be renamed"]}
             )
-        skill = _import(source=source, status_=data.get("status"), user=request.user,
-                        emergency_reason=data.get("emergency_reason", ""))
-        return Response(SkillDetailOutputSerializer(skill).data)
+        skill, outcome = _import(source=source, status_=data.get("status"), user=request.user,
+                                 emergency_reason=data.get("emergency_reason", ""),
+                                 confirm_emergency=data.get("confirm_emergency", False))
+        return Response(SkillDetailOutputSerializer(self.get_object()).data,
+                        status=status.HTTP_202_ACCEPTED if outcome == EMERGENCY_ASKED else status.HTTP_200_OK)
 
     @extend_schema(operation_id="skills_retire", summary="Retire a skill", responses={204: None, **errors(403, 404)})
     def delete(self, request, name):

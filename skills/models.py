@@ -33,6 +33,13 @@ class Skill(models.Model):
     emergency_reason = models.TextField(
         blank=True, editable=False,
         help_text="Set when this version was activated without a passing golden set; runs freeze it with the skill.")
+    # An emergency activation asked for and not yet confirmed by a second governance admin: bound to the
+    # text it was asked for (sha256), cleared when the skill is activated or its text changes.
+    emergency_request_reason = models.TextField(blank=True, editable=False)
+    emergency_request_sha256 = models.CharField(max_length=64, blank=True, editable=False)
+    emergency_requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, editable=False,
+                                               on_delete=models.SET_NULL, related_name="+")
+    emergency_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -71,6 +78,9 @@ class SkillVersion(models.Model):
     # An activation's gate: its eval run (evals.EvalRun), and why it was let past a failing set, if it was.
     eval_run_id = models.UUIDField(null=True, blank=True)
     emergency_reason = models.TextField(blank=True)
+    # An emergency activation: who asked for it (changed_by is the second admin who confirmed it).
+    emergency_requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                               on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
         ordering = ["-changed_at", "-id"]

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.api_errors import Conflict, Forbidden
+from core.four_eyes import check_fresh, check_second_admin, is_fresh, name
 from core.permissions import is_governance_admin
 from skills.models import Skill, SkillVersion
 from skills.parser import ParsedSkill, SkillFormatError, parse_skill_md
@@ -23,6 +24,7 @@ CREATED = "created"
 UPDATED = "updated"
 UNCHANGED = "unchanged"
 HELD = "held"  # a gated platform import the golden set refused: what was in force stays
+EMERGENCY_ASKED = "emergency_asked"  # a failing gate and a stated reason: a second admin confirms it
 
 S = Skill.Status
 TRANSITIONS = {
@@ -35,6 +37,14 @@ TRANSITIONS = {
 
 class SkillLifecycleError(Conflict):
     code = "invalid_transition"
+
+
+class EmergencyPending(Conflict):
+    code = "emergency_pending"
+
+
+class NoEmergencyRequest(Conflict):
+    code = "no_emergency_request"
 
 
 class SkillGateFailed(Conflict):
@@ -54,24 +64,68 @@ def register_activation_gate(gate) -> None:
     _activation_gate[:] = [gate]
 
 
-def _gate_activation(*, parsed: ParsedSkill, text: str, user, emergency_reason: str) -> tuple[str | None, str]:
-    """Run the gate for a skill about to become active: (its eval run id, the emergency reason that
-    lets a failing set past, or ""). Raises SkillGateFailed when the set fails and no reason is stated."""
+def _run_gate(*, parsed: ParsedSkill, text: str, user):
+    """The gate's verdict for a skill about to become active (None when no gate is registered)."""
     candidate = Skill(name=parsed.name, status=S.ACTIVE)
     _apply(candidate, parsed=parsed, text=text, user=user)
     current = Skill.objects.filter(name=parsed.name).values_list("version", flat=True).first()
     candidate.version = current or parsed.version or 1
-    verdict = _activation_gate[0](spec=candidate.spec(), user=user) if _activation_gate else None
+    return _activation_gate[0](spec=candidate.spec(), user=user) if _activation_gate else None
+
+
+def _gate_failed(parsed: ParsedSkill, verdict) -> SkillGateFailed:
+    report = verdict.report if verdict else {"error": "no gate is registered (the evals app is not installed)"}
+    return SkillGateFailed(
+        f"the golden set does not pass with skill {parsed.name!r} active; it is not activated. Fix the skill, or "
+        f"ask for an emergency activation with a stated reason (emergency_reason, at least {MIN_REASON_CHARS} "
+        f"characters) that another governance admin confirms (confirm_emergency).",
+        details={"eval_run": verdict.eval_run_id if verdict else None, "report": report})
+
+
+def _gate_activation(*, parsed: ParsedSkill, text: str, user) -> tuple[str | None, str]:
+    """(the eval run id, "") when the golden set passes with the skill active; SkillGateFailed otherwise."""
+    verdict = _run_gate(parsed=parsed, text=text, user=user)
     if verdict is not None and verdict.passed:
         return verdict.eval_run_id, ""
-    reason = (emergency_reason or "").strip()
-    if len(reason) >= MIN_REASON_CHARS:
-        return (verdict.eval_run_id if verdict else None), reason
-    report = verdict.report if verdict else {"error": "no gate is registered (the evals app is not installed)"}
-    raise SkillGateFailed(
-        f"the golden set does not pass with skill {parsed.name!r} active; it is not activated. Fix the skill, or "
-        f"activate it in an emergency with a stated reason (emergency_reason, at least {MIN_REASON_CHARS} characters).",
-        details={"eval_run": verdict.eval_run_id if verdict else None, "report": report})
+    raise _gate_failed(parsed, verdict)
+
+
+@transaction.atomic
+def _ask_emergency(*, skill: Skill, reason: str, user) -> Skill:
+    """Record one governance admin's request to activate the skill's current text past a failing set.
+    Nothing is in force: another governance admin confirms it (_confirm_emergency)."""
+    skill = Skill.objects.select_for_update(of=("self",)).select_related("emergency_requested_by").get(pk=skill.pk)
+    if is_fresh(skill.emergency_requested_at) and skill.emergency_request_sha256 == skill.sha256:
+        # The reason another admin is about to confirm is not rewritten under them.
+        raise EmergencyPending(
+            f"an emergency activation of skill {skill.name!r} was already asked for by "
+            f"{name(skill.emergency_requested_by)}; another governance admin confirms it (confirm_emergency)",
+            details={"skill": skill.name, "emergency_requested_by": name(skill.emergency_requested_by)})
+    skill.emergency_request_reason, skill.emergency_request_sha256 = reason, skill.sha256
+    skill.emergency_requested_by, skill.emergency_requested_at = user, timezone.now()
+    skill.save(update_fields=["emergency_request_reason", "emergency_request_sha256", "emergency_requested_by",
+                              "emergency_requested_at", "updated_at"])
+    return skill
+
+
+def _confirm_emergency(*, skill: Skill, parsed: ParsedSkill, text: str, user) -> tuple[str | None, str]:
+    """A second governance admin, neither the one who asked nor the text's author, confirms the
+    emergency asked for on this very text: (the eval run id, the mark naming both). The gate still
+    runs, so the record says what it would have refused."""
+    details = {"skill": skill.name}
+    if skill.emergency_requested_at is None or skill.emergency_request_sha256 != skill.sha256:
+        raise NoEmergencyRequest(f"no emergency activation of skill {skill.name!r} (this text) was asked for: ask "
+                                 f"with a stated reason (emergency_reason)", details=details)
+    asked_by = skill.emergency_requested_by
+    details["emergency_requested_by"] = name(asked_by)
+    check_fresh(skill.emergency_requested_at, what=f"the emergency activation of skill {skill.name!r}",
+                details=details)
+    check_second_admin(user, what="an emergency activation",
+                       parties=[(asked_by, "asked for it"), (skill.author, "wrote the text")],
+                       details=details | {"author": name(skill.author)})
+    verdict = _run_gate(parsed=parsed, text=text, user=user)
+    mark = f"{skill.emergency_request_reason} (asked by {name(asked_by)}, confirmed by {name(user)})"
+    return (verdict.eval_run_id if verdict else None), mark
 
 
 def check_skill_transition(*, skill: Skill, to: str, user) -> None:
@@ -100,12 +154,15 @@ def skill_import(*, text: str, user=None, status: str | None = None) -> tuple[Sk
     return skill, outcome == CREATED
 
 
-def skill_import_report(*, text: str, user=None, status: str | None = None,
-                        emergency_reason: str = "", gated: bool = False) -> tuple[Skill, str]:
-    """Like skill_import, but says what happened: "created", "updated", "unchanged" or "held".
+def skill_import_report(*, text: str, user=None, status: str | None = None, emergency_reason: str = "",
+                        confirm_emergency: bool = False, gated: bool = False) -> tuple[Skill, str]:
+    """Like skill_import, but says what happened: "created", "updated", "unchanged", "held" or
+    "emergency_asked".
 
     A person's activation passes the gate first: the golden sets with the skill active (see
-    _gate_activation); `emergency_reason` lets a failing set past, recorded with the version.
+    _gate_activation). Past a failing set only by two governance admins: one states
+    `emergency_reason` (the request is recorded, bound to the text, and nothing is in force:
+    "emergency_asked"), another confirms it (`confirm_emergency`); the version records both.
     `gated`: the platform's import on a person's command (load_demo) passes it too, for anything it
     would put in force (a new skill, new text, a skill a person took out of force); refused, it is
     "held": an existing skill is left as it is, a new one is made a draft for people to review."""
@@ -113,26 +170,39 @@ def skill_import_report(*, text: str, user=None, status: str | None = None,
     if status is not None and status not in Skill.Status.values:
         raise SkillFormatError(f"unknown skill status {status!r}; expected one of {', '.join(Skill.Status.values)}",
                                field="status")
-    gate = (None, "")
-    existing = Skill.objects.filter(name=parsed.name).first()
+    gate, asked_by = (None, ""), None
+    existing = Skill.objects.filter(name=parsed.name).select_related("emergency_requested_by", "author").first()
     if (user is not None and status == S.ACTIVE and existing is not None and existing.status != S.ACTIVE
             and existing.sha256 == parsed.sha256):
         check_skill_transition(skill=existing, to=S.ACTIVE, user=user)  # a refused transition runs no gate
-        gate = _gate_activation(parsed=parsed, text=text, user=user, emergency_reason=emergency_reason)
+        if confirm_emergency:
+            gate, asked_by = _confirm_emergency(skill=existing, parsed=parsed, text=text, user=user), \
+                existing.emergency_requested_by
+        else:
+            try:
+                gate = _gate_activation(parsed=parsed, text=text, user=user)
+            except SkillGateFailed:
+                reason = (emergency_reason or "").strip()
+                if len(reason) < MIN_REASON_CHARS:
+                    raise
+                if not is_governance_admin(user):
+                    raise Forbidden("only a governance admin may ask for an emergency activation",
+                                    details={"skill": existing.name}) from None
+                return _ask_emergency(skill=existing, reason=reason, user=user), EMERGENCY_ASKED
     elif gated and user is None and status == S.ACTIVE and (
             existing is None or existing.sha256 != parsed.sha256 or existing.status != S.ACTIVE):
         try:
-            gate = _gate_activation(parsed=parsed, text=text, user=None, emergency_reason="")
+            gate = _gate_activation(parsed=parsed, text=text, user=None)
         except SkillGateFailed:
             if existing is not None:
                 return existing, HELD
             return _import(parsed=parsed, text=text, user=None, status=S.DRAFT)[0], HELD
     try:
-        return _import(parsed=parsed, text=text, user=user, status=status, gate=gate)
+        return _import(parsed=parsed, text=text, user=user, status=status, gate=gate, asked_by=asked_by)
     except IntegrityError:
         # Another importer created the same name between our read and our insert; the row
         # exists now, so the second attempt takes the update path under the row lock.
-        return _import(parsed=parsed, text=text, user=user, status=status, gate=gate)
+        return _import(parsed=parsed, text=text, user=user, status=status, gate=gate, asked_by=asked_by)
 
 
 def skill_export(*, skill: Skill) -> str:
@@ -161,7 +231,8 @@ def _set_status(skill: Skill, to: str, user) -> None:
     skill.updated_by = user
 
 
-def _import(*, parsed: ParsedSkill, text: str, user, status: str | None, gate=(None, "")) -> tuple[Skill, str]:
+def _import(*, parsed: ParsedSkill, text: str, user, status: str | None, gate=(None, ""),
+            asked_by=None) -> tuple[Skill, str]:
     with transaction.atomic():
         skill = Skill.objects.select_for_update().filter(name=parsed.name).first()
         if skill is None:
@@ -176,6 +247,11 @@ def _import(*, parsed: ParsedSkill, text: str, user, status: str | None, gate=(N
             _history(skill, user)
             return skill, CREATED
 
+        if asked_by is not None and (skill.emergency_requested_by_id != asked_by.pk
+                                     or skill.emergency_request_sha256 != parsed.sha256):
+            # Checked again under the row's lock: the request confirmed is the one still standing.
+            raise NoEmergencyRequest(f"the emergency activation of skill {skill.name!r} changed while it was "
+                                     f"confirmed; confirm it again", details={"skill": skill.name})
         text_changed = skill.sha256 != parsed.sha256
         if text_changed:
             skill.version = max(skill.version + 1, parsed.version or 0)
@@ -192,8 +268,12 @@ def _import(*, parsed: ParsedSkill, text: str, user, status: str | None, gate=(N
         if skill.status == S.ACTIVE and user is not None:
             # Set by this activation's gate: an emergency marks the version, a passing gate clears the mark.
             skill.emergency_reason = gate[1]
+        if skill.status == S.ACTIVE or text_changed:  # a request is spent by an activation, void for new text
+            skill.emergency_request_reason, skill.emergency_request_sha256 = "", ""
+            skill.emergency_requested_by, skill.emergency_requested_at = None, None
         skill.save()
-        _history(skill, user, gate=gate if skill.status == S.ACTIVE else (None, ""))
+        active = skill.status == S.ACTIVE
+        _history(skill, user, gate=gate if active else (None, ""), asked_by=asked_by if active else None)
         return skill, UPDATED
 
 
@@ -211,7 +291,7 @@ def _apply(skill: Skill, *, parsed: ParsedSkill, text: str, user) -> None:
     skill.author = user
 
 
-def _history(skill: Skill, user, gate=(None, "")) -> None:
+def _history(skill: Skill, user, gate=(None, ""), asked_by=None) -> None:
     SkillVersion.objects.create(skill=skill, skill_name=skill.name, version=skill.version, status=skill.status,
                                 source=skill.source, sha256=skill.sha256, changed_by=user,
-                                eval_run_id=gate[0], emergency_reason=gate[1])
+                                eval_run_id=gate[0], emergency_reason=gate[1], emergency_requested_by=asked_by)

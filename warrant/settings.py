@@ -300,6 +300,8 @@ WARRANT = {
     "TAINT_APPROVER_ROLE": os.environ.get("WARRANT_TAINT_APPROVER_ROLE", "secops"),
     "COMPLIANCE_ROLE": os.environ.get("WARRANT_COMPLIANCE_ROLE", "compliance"),
     "GOVERNANCE_ADMIN_ROLE": os.environ.get("WARRANT_GOVERNANCE_ADMIN_ROLE", "governance-admins"),
+    # How long what one governance admin asked for (an emergency activation) waits for a second one to confirm.
+    "SECOND_ADMIN_WINDOW_HOURS": float(os.environ.get("WARRANT_SECOND_ADMIN_WINDOW_HOURS", "24")),
     # Model calls (agents.routing): backoff between retries, and the most one profile may take
     # (attempts and waits together) before the next fallback. Keep it under the task time limit.
     "MODEL_RETRY_BASE_SECONDS": float(os.environ.get("WARRANT_MODEL_RETRY_BASE_SECONDS", "0.5")),

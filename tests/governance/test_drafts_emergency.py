@@ -2,7 +2,10 @@
 (neither the one who asked nor the draft's author) confirms it. A refusal writes nothing; the
 platform (user None: load_demo, bootstrap) activates in one step."""
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from core.api_errors import Forbidden
 from core.four_eyes import SecondAdminRequired
@@ -106,3 +109,19 @@ def test_the_services_refuse_the_author_and_let_the_platform_through(admin, fail
     drafts.draft_activate_emergency(draft=platform, reason=REASON)
     assert Policy.objects.get(name="churn-risk-playbook").emergency_reason == REASON
     assert PolicyDraft.objects.get(pk=platform.pk).state == "activated_in_emergency"
+
+
+def test_a_request_not_confirmed_in_time_expires_and_may_be_asked_again(admin, governance_admin, failed_draft):
+    assert activate(admin, failed_draft.pk, {"emergency_reason": REASON}).status_code == 202
+    PolicyDraft.objects.filter(pk=failed_draft.pk).update(
+        emergency_requested_at=timezone.now() - timedelta(hours=24, minutes=1))
+    before = written()
+    late = activate(governance_admin.api, failed_draft.pk, {"confirm_emergency": True})
+    assert late.status_code == 409, late.json()
+    assert late.json()["error"]["code"] == "request_expired" and "ask for it again" in late.json()["error"]["message"]
+    assert written() == before
+    # Expired, it no longer stands in the way of a new request, which a second admin then confirms.
+    assert activate(governance_admin.api, failed_draft.pk, {"emergency_reason": REASON}).status_code == 202
+    assert activate(admin, failed_draft.pk, {"confirm_emergency": True}).status_code == 403  # the author
+    third = factories.api_client(factories.governance_admin())
+    assert activate(third, failed_draft.pk, {"confirm_emergency": True}).status_code == 200

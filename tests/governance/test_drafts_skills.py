@@ -1,6 +1,7 @@
 """A skill's activation through the gate: every agent's golden set with the skill active; a failing
-set is refused with the report, the emergency path records its reason on the version and marks the
-receipts of the runs that use it; the CLI then fails the set in force (exit 1)."""
+set is refused with the report; the emergency path takes two governance admins (one asks with a
+reason, another, neither the one who asked nor the text's author, confirms), records both on the
+version and marks the receipts of the runs that use it; the CLI then fails the set in force (exit 1)."""
 
 import json
 
@@ -61,21 +62,67 @@ def test_a_skill_that_passes_is_activated_with_its_gate_in_the_history(admin):
     assert EvalRun.objects.get(id=version.eval_run_id).status == "passed"
 
 
-def test_the_emergency_path_activates_a_skill_records_why_and_marks_receipts(admin, capsys):
+def activate(client, skill: Skill, **body):
+    return client.patch(f"/api/v1/skills/{skill.name}/", {"status": "active", **body}, format="json")
+
+
+def test_the_emergency_path_takes_a_second_admin_records_both_and_marks_receipts(admin, governance_admin, capsys):
     skill = approved_skill()
-    answer = admin.patch(f"/api/v1/skills/{skill.name}/", {"status": "active", "emergency_reason": REASON},
-                         format="json")
-    assert answer.status_code == 200, answer.json()
+    asked = activate(admin, skill, emergency_reason=REASON)
+    assert asked.status_code == 202, asked.json()
+    request = asked.json()["emergency_request"]
+    assert (asked.json()["status"], request["reason"], request["requested_by"]) == ("approved", REASON, "admin")
+    refused = activate(admin, skill, confirm_emergency=True)
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "second_admin_required"
+    assert Skill.objects.get(pk=skill.pk).status == "approved"  # neither asking nor the refusal put it in force
+    done = activate(governance_admin.api, skill, confirm_emergency=True)
+    assert done.status_code == 200, done.json()
+    assert done.json()["emergency_request"] is None
     skill.refresh_from_db()
-    assert (skill.status, skill.emergency_reason) == ("active", REASON)
+    mark = f"{REASON} (asked by admin, confirmed by {governance_admin.user.username})"
+    assert (skill.status, skill.emergency_reason) == ("active", mark)
     version = SkillVersion.objects.filter(skill_name=skill.name).order_by("-id").first()
-    assert version.emergency_reason == REASON and EvalRun.objects.get(id=version.eval_run_id).status == "failed"
+    assert (version.emergency_reason, version.changed_by, version.emergency_requested_by.username) == (
+        mark, governance_admin.user, "admin")
+    assert EvalRun.objects.get(id=version.eval_run_id).status == "failed"
     run, _ = run_services.run_start(agent_slug="crm-assistant", input_text="List all accounts.",
                                     caller=User.objects.get(username="operator"))
     run_services.run_advance(run_id=run.id)
     sealed = json.loads(Receipt.objects.get(run=run).body)
-    assert {"skill": skill.name, "version": skill.version, "reason": REASON} in sealed["emergency"]
+    assert {"skill": skill.name, "version": skill.version, "reason": mark} in sealed["emergency"]
     # What CI runs on the set in force: the case the emergency broke fails it.
     capsys.readouterr()
     assert run_evals_cli("--agent", "crm-assistant") == 1
     assert "FAIL  crm-assistant/list-accounts" in capsys.readouterr().out
+
+
+def test_the_author_of_the_text_may_not_confirm_its_emergency(admin, governance_admin):
+    skill, _ = skill_import(text=NARROW.replace("version: 1", "version: 2"), user=governance_admin.user)
+    skill_import(text=skill.source, user=User.objects.get(username="admin"), status=Skill.Status.APPROVED)
+    assert activate(admin, skill, emergency_reason=REASON).status_code == 202
+    refused = activate(governance_admin.api, skill, confirm_emergency=True)
+    assert refused.status_code == 403, refused.json()
+    error = refused.json()["error"]
+    assert error["code"] == "second_admin_required"
+    assert (error["details"]["emergency_requested_by"], error["details"]["author"]) == (
+        "admin", governance_admin.user.username)
+    assert Skill.objects.get(pk=skill.pk).status == "approved"
+
+
+def test_a_request_is_bound_to_its_text_pending_once_and_expires(admin, governance_admin, settings):
+    skill = approved_skill()
+    assert activate(admin, skill, emergency_reason=REASON).status_code == 202
+    again = activate(governance_admin.api, skill, emergency_reason="another reason, stated at length")
+    assert again.status_code == 409 and again.json()["error"]["code"] == "emergency_pending"
+    assert Skill.objects.get(pk=skill.pk).emergency_request_reason == REASON
+    settings.WARRANT = {**settings.WARRANT, "SECOND_ADMIN_WINDOW_HOURS": 0}
+    late = activate(governance_admin.api, skill, confirm_emergency=True)
+    assert late.status_code == 409 and late.json()["error"]["code"] == "request_expired"
+    settings.WARRANT = {**settings.WARRANT, "SECOND_ADMIN_WINDOW_HOURS": 24}
+    # New text voids the request: what the second admin would confirm is not what was asked about.
+    changed = NARROW.replace("Answer from what you know", "Answer only from what you know")
+    assert admin.patch(f"/api/v1/skills/{skill.name}/", {"source": changed}, format="json").status_code == 200
+    skill_import(text=changed, status=Skill.Status.APPROVED)
+    none = activate(governance_admin.api, skill, confirm_emergency=True)
+    assert none.status_code == 409 and none.json()["error"]["code"] == "no_emergency_request"
+    assert Skill.objects.get(pk=skill.pk).status == "approved"
