@@ -11,7 +11,7 @@ from agents.breaker import breaker_state
 from agents.model_calls import model_profile_test
 from agents.models import (
     Agent, AgentVersion, CrmAccount, CrmTicket, ModelProfile, ModelProfileHealth, SentEmail, Tool, ToolSource,
-    TrustChange,
+    TrustChange, TrustProposal,
 )
 from agents.backends import registered_names
 from agents.services import agent_publish, model_profile_check, tool_caps_problems, tool_update
@@ -40,6 +40,23 @@ class ToolSourceAdminForm(StaffedApproverRoleForm):
         return cleaned
 
 
+def _mark(model_admin, request, target, trusted: bool) -> None:
+    """The admin's trust mark goes through agents.trust as the API's does: untrusted at once,
+    trusted proposed, for another governance admin to confirm (Trust proposals)."""
+    try:
+        if trusted:
+            proposal = trust.trust_propose(target=target, user=request.user, reason="proposed in the admin")
+            model_admin.message_user(request, f"Marking {target.name} trusted is proposed (proposal {proposal.pk}); "
+                                              "it stays untrusted until another governance admin confirms it.",
+                                     messages.WARNING)
+        else:
+            (trust.tool_source_trust(source=target, trusted=False, user=request.user, reason="set in the admin")
+             if isinstance(target, ToolSource) else
+             trust.tool_trust(tool=target, trusted=False, user=request.user, reason="set in the admin"))
+    except DomainError as exc:
+        model_admin.message_user(request, exc.message, messages.ERROR)
+
+
 @admin.register(ToolSource)
 class ToolSourceAdmin(admin.ModelAdmin):
     """Register MCP servers, OpenAPI services and Python modules; sync discovers their tools."""
@@ -59,7 +76,7 @@ class ToolSourceAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         # The name prefixes its tools' names and the kind decides how they are called: fixed once saved.
         fixed = ["name", "kind"] if obj else []
-        # What a run may read untainted is a governance admin's call alone (agents.trust).
+        # What a run may read untainted is governance admins' call (agents.trust: trusting takes two).
         return self.readonly_fields + fixed + ([] if is_governance_admin(request.user) else ["trusted"])
 
     def save_model(self, request, obj, form, change):
@@ -70,8 +87,7 @@ class ToolSourceAdmin(admin.ModelAdmin):
         else:
             saved = sources.tool_source_create(values=values | {"name": obj.name, "kind": obj.kind}, user=request.user)
         if "trusted" in form.changed_data:
-            trust.tool_source_trust(source=saved, trusted=form.cleaned_data["trusted"], user=request.user,
-                                    reason="set in the admin")
+            _mark(self, request, saved, form.cleaned_data["trusted"])
         obj.pk = saved.pk
 
     @admin.action(description="Sync: discover tools (new ones arrive disabled; changed ones are held)")
@@ -99,6 +115,37 @@ class TrustChangeAdmin(ReadOnlyAdmin):
     search_fields = ["name", "reason"]
 
 
+@admin.register(TrustProposal)
+class TrustProposalAdmin(ReadOnlyAdmin):
+    """Proposals to mark something trusted: confirmed, refused or withdrawn through agents.trust only."""
+
+    list_display = ["created_at", "subject", "name", "proposed_by", "state", "expires_at", "decided_by", "reason"]
+    list_filter = ["subject", "outcome"]
+    search_fields = ["name", "reason"]
+    actions = ["confirm", "refuse", "withdraw"]
+
+    def _decide(self, request, queryset, decide, done: str) -> None:
+        for proposal in queryset:
+            try:
+                decide(proposal=proposal, user=request.user)
+            except DomainError as exc:
+                self.message_user(request, exc.message, messages.ERROR)
+                continue
+            self.message_user(request, f"{proposal.name}: {done}")
+
+    @admin.action(description="Confirm: mark it trusted (a governance admin who did not propose it)")
+    def confirm(self, request, queryset):
+        self._decide(request, queryset, trust.trust_confirm, "confirmed and marked trusted")
+
+    @admin.action(description="Refuse (another governance admin)")
+    def refuse(self, request, queryset):
+        self._decide(request, queryset, trust.trust_refuse, "refused")
+
+    @admin.action(description="Withdraw (its proposer)")
+    def withdraw(self, request, queryset):
+        self._decide(request, queryset, trust.trust_withdraw, "withdrawn")
+
+
 @admin.register(Tool)
 class ToolAdmin(admin.ModelAdmin):
     form = StaffedApproverRoleForm
@@ -111,7 +158,7 @@ class ToolAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         # A discovered tool's schema and handler come from its source; only a sync or a re-approval changes them.
-        # Its trust follows its source's mark; a built-in's is a governance admin's call alone (agents.trust).
+        # Its trust follows its source's mark; a built-in's is governance admins' call (agents.trust).
         # A built-in's handler is code the server imports and calls: set by the code that installs
         # the tool (load_demo), never typed in here (it is outside WARRANT_PYTHON_TOOL_MODULES).
         if obj is not None and obj.tool_source_id:
@@ -124,8 +171,7 @@ class ToolAdmin(admin.ModelAdmin):
             obj.trusted_output = form.initial.get("trusted_output", False)  # set below, and recorded
         super().save_model(request, obj, form, change)
         if marked:
-            trust.tool_trust(tool=obj, trusted=form.cleaned_data["trusted_output"], user=request.user,
-                             reason="set in the admin")
+            _mark(self, request, obj, form.cleaned_data["trusted_output"])
 
     @admin.display(description="change waiting for approval")
     def change(self, tool):

@@ -13,7 +13,8 @@ from agents import sources
 from agents.api_fields import TimeoutField
 from agents.api_tools import ToolOutputSerializer
 from agents.models import Tool, ToolSource
-from agents.trust import tool_source_trust
+from agents.api_trust import TrustProposalSerializer, proposed
+from agents.trust import tool_source_trust, trust_propose
 from agents.services import HTTP_URL_PATTERN, KeyEnvNameValidator
 from core.approver_roles import StaffedRoleField
 from agents.sources import HEADER_NAME
@@ -63,17 +64,22 @@ class _SourceFields(StrictSerializer):
     enabled = serializers.BooleanField(required=False)
     trusted = serializers.BooleanField(
         required=False, help_text="Its tools' descriptions and results are not outsiders' text, so reading them does "
-                                  "not taint a run. Recorded with who set it (agents.TrustChange).")
+                                  "not taint a run. false takes effect at once; true is proposed (a TrustProposal, "
+                                  "202 on PATCH) and set when another governance admin confirms it. Recorded with "
+                                  "who set it (agents.TrustChange).")
     trust_reason = serializers.CharField(required=False, allow_blank=True, max_length=1000,
                                          help_text="Why the trust mark changes; kept with the change.")
 
 
-def _trust(source: ToolSource, values: dict, user) -> ToolSource:
-    """A trust mark is set through agents.trust, which records who set it; never as a plain field."""
+def _trust(source: ToolSource, values: dict, user):
+    """A trust mark goes through agents.trust, never as a plain field: untrusted at once, trusted
+    proposed (the proposal, or None when nothing was asked for trust)."""
     reason = values.pop("trust_reason", "")
+    if values.get("trusted") is True:
+        return trust_propose(target=source, user=user, reason=reason)
     if "trusted" in values:
-        source = tool_source_trust(source=source, trusted=values.pop("trusted"), user=user, reason=reason)
-    return source
+        tool_source_trust(source=source, trusted=values.pop("trusted"), user=user, reason=reason)
+    return None
 
 
 class ToolSourceListCreateApi(PaginatedList, GenericAPIView):
@@ -94,15 +100,17 @@ class ToolSourceListCreateApi(PaginatedList, GenericAPIView):
         return self.list_response()
 
     @extend_schema(operation_id="tool_sources_create",
-                   description="Register a source. Nothing is discovered until it is synced.",
-                   request=InputSerializer, responses={201: ToolSourceOutputSerializer, **errors(400, 403)})
+                   description="Register a source. Nothing is discovered until it is synced. It starts "
+                               "untrusted: trusted: true proposes the mark (trust-proposals/).",
+                   request=InputSerializer, responses={201: ToolSourceOutputSerializer, **errors(400, 403, 409)})
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         values = dict(serializer.validated_data)
         trust = {k: values.pop(k) for k in ("trusted", "trust_reason") if k in values}
         with transaction.atomic():
-            source = _trust(sources.tool_source_create(values=values, user=request.user), trust, request.user)
+            source = sources.tool_source_create(values=values, user=request.user)
+            _trust(source, trust, request.user)  # trusted: true is a proposal; the source starts untrusted
         return Response(self.get_serializer(source).data, status=status.HTTP_201_CREATED)
 
 
@@ -122,8 +130,12 @@ class ToolSourceDetailApi(GenericAPIView):
         return Response(self.get_serializer(self.get_object()).data)
 
     @extend_schema(operation_id="tool_sources_partial_update",
-                   description="Change how a source is reached; the name and kind are fixed.",
-                   request=InputSerializer, responses={200: ToolSourceOutputSerializer, **errors(400, 403, 404)})
+                   description="Change how a source is reached; the name and kind are fixed. With trusted: true "
+                               "the other changes are made and marking it trusted is proposed: 202 with the "
+                               "proposal (trust-proposals/), the mark unchanged until another governance admin "
+                               "confirms it.",
+                   request=InputSerializer, responses={200: ToolSourceOutputSerializer, 202: TrustProposalSerializer,
+                                                       **errors(400, 403, 404, 409)})
     def patch(self, request, name):
         source = self.get_object()
         serializer = self.InputSerializer(data=request.data, partial=True)
@@ -131,7 +143,11 @@ class ToolSourceDetailApi(GenericAPIView):
         values = dict(serializer.validated_data)
         trust = {k: values.pop(k) for k in ("trusted", "trust_reason") if k in values}
         with transaction.atomic():
-            source = _trust(sources.tool_source_update(source=source, values=values), trust, request.user)
+            source = sources.tool_source_update(source=source, values=values)
+            proposal = _trust(source, trust, request.user)
+        if proposal is not None:
+            return proposed(proposal)
+        source.refresh_from_db(fields=["trusted"])
         return Response(self.get_serializer(source).data)
 
 

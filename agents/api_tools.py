@@ -10,9 +10,10 @@ from agents import services
 from agents.api_fields import TimeoutField
 from agents.models import Tool
 from agents.sources import tool_change_diff
-from agents.trust import tool_trust
+from agents.api_trust import TrustProposalSerializer, proposed
+from agents.trust import tool_trust, trust_propose
 from core.api_fields import StrictSerializer
-from core.api_views import PaginatedList
+from core.api_views import PaginatedList, errors
 from core.approver_roles import StaffedRoleField
 from core.permissions import ReadAnyRoleWriteGovernanceAdmin
 
@@ -74,7 +75,9 @@ class ToolDetailApi(GenericAPIView):
         approver_role = StaffedRoleField(required=False, allow_null=True)
         trusted_output = serializers.BooleanField(
             required=False, help_text="Built-in tools only: its results hold no outsiders' text, so reading them does "
-                                      "not taint a run (409 for a discovered tool: mark its source). Recorded.")
+                                      "not taint a run (409 for a discovered tool: mark its source). false takes "
+                                      "effect at once; true is proposed (202) and set when another governance "
+                                      "admin confirms it. Recorded.")
         trust_reason = serializers.CharField(required=False, allow_blank=True, max_length=1000,
                                              help_text="Why the trust mark changes; kept with the change.")
 
@@ -91,9 +94,11 @@ class ToolDetailApi(GenericAPIView):
 
     @extend_schema(
         operation_id="tools_partial_update",
-        description="Enable or disable a tool, or retune it.",
+        description="Enable or disable a tool, or retune it. With trusted_output: true the other changes are made "
+                    "and marking it trusted is proposed: 202 with the proposal (trust-proposals/), the mark "
+                    "unchanged until another governance admin confirms it.",
         request=InputSerializer,
-        responses=ToolOutputSerializer,
+        responses={200: ToolOutputSerializer, 202: TrustProposalSerializer, **errors(400, 403, 404, 409)},
     )
     def patch(self, request, name):
         tool = self.get_object()
@@ -101,9 +106,14 @@ class ToolDetailApi(GenericAPIView):
         serializer.is_valid(raise_exception=True)
         values = dict(serializer.validated_data)
         reason = values.pop("trust_reason", "")
+        proposal = None
         with transaction.atomic():
+            # Through agents.trust, which records who changed it: untrusted at once, trusted proposed.
             if "trusted_output" in values:
-                # Through agents.trust, which records who changed it.
-                tool = tool_trust(tool=tool, trusted=values.pop("trusted_output"), user=request.user, reason=reason)
+                trusted = values.pop("trusted_output")
+                if trusted:
+                    proposal = trust_propose(target=tool, user=request.user, reason=reason)
+                else:
+                    tool = tool_trust(tool=tool, trusted=False, user=request.user, reason=reason)
             tool = services.tool_update(tool=tool, values=values)
-        return Response(self.get_serializer(tool).data)
+        return proposed(proposal) if proposal is not None else Response(self.get_serializer(tool).data)

@@ -9,9 +9,9 @@ import json
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.utils import timezone
 
 from agents import profile_options
+from agents.trust_models import TrustChange, TrustProposal  # noqa: F401 (agents.models is where Django finds them)
 
 
 def canonical_json(value) -> str:
@@ -143,39 +143,6 @@ class Tool(models.Model):
             "approver_role": self.approver_role.name if self.approver_role_id else "",
             "fingerprint": tool_fingerprint(self.description, self.input_schema),
         }
-
-
-class TrustChange(models.Model):
-    """One row per change of a trust mark: what, from what to what, who and why. Written by
-    agents.trust in the transaction of the change itself, and sealed there into the trust chain:
-    hash = sha256(prev_hash + body), body canonical JSON, seq gap-free from 1, signed by the
-    receipt key and witnessed (review.trust_chain writes it, review.trust_verification and the
-    offline verifier check it), so a change rewritten or removed afterwards shows."""
-
-    class Subject(models.TextChoices):
-        TOOL_SOURCE = "tool_source", "Tool source"
-        TOOL = "tool", "Built-in tool"
-
-    subject = models.CharField(max_length=16, choices=Subject.choices)
-    name = models.CharField(max_length=64)
-    trusted = models.BooleanField()
-    was_trusted = models.BooleanField()
-    reason = models.TextField(blank=True)
-    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
-    # Set before the body is sealed (the body's "at" is this time), so not auto_now_add.
-    changed_at = models.DateTimeField(default=timezone.now)
-    seq = models.PositiveBigIntegerField(unique=True)
-    prev_hash = models.CharField(max_length=64)
-    hash = models.CharField(max_length=64, unique=True)
-    body = models.TextField(help_text="RFC 8785 canonical JSON: what the hash and signature cover.")
-    key_id = models.CharField(max_length=32)
-    signature = models.TextField()
-
-    class Meta:
-        ordering = ["-changed_at", "-id"]
-
-    def __str__(self) -> str:
-        return f"{self.subject} {self.name}: {'trusted' if self.trusted else 'untrusted'}"
 
 
 class ModelProfile(models.Model):

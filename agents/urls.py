@@ -1,6 +1,6 @@
 from django.urls import path
 
-from agents import api_agents, api_profiles, api_sources, api_tools
+from agents import api_agents, api_profiles, api_sources, api_tools, api_trust
 
 urlpatterns = [
     path("agents/", api_agents.AgentListCreateApi.as_view(), name="agent-list"),
@@ -18,4 +18,9 @@ urlpatterns = [
     path("tool-sources/", api_sources.ToolSourceListCreateApi.as_view(), name="tool-source-list"),
     path("tool-sources/<slug:name>/", api_sources.ToolSourceDetailApi.as_view(), name="tool-source-detail"),
     path("tool-sources/<slug:name>/sync/", api_sources.ToolSourceSyncApi.as_view(), name="tool-source-sync"),
+    path("trust-proposals/", api_trust.TrustProposalListApi.as_view(), name="trust-proposal-list"),
+    path("trust-proposals/<int:pk>/confirm/", api_trust.TrustProposalConfirmApi.as_view(), name="trust-proposal-confirm"),
+    path("trust-proposals/<int:pk>/refuse/", api_trust.TrustProposalRefuseApi.as_view(), name="trust-proposal-refuse"),
+    path("trust-proposals/<int:pk>/withdraw/", api_trust.TrustProposalWithdrawApi.as_view(),
+         name="trust-proposal-withdraw"),
 ]

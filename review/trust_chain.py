@@ -31,28 +31,41 @@ def trust_head(model=TrustChange) -> tuple[int, str]:
     return newest or (0, GENESIS)
 
 
-def trust_body(change, *, roles: list[str] | None) -> dict:
+def _person(user, roles: list[str] | None) -> dict:
+    return {"username": getattr(user, get_user_model().USERNAME_FIELD), "roles": roles}
+
+
+def trust_body(change, *, roles: list[str] | None, proposal=None, version: int = FORMAT) -> dict:
     """What is sealed of a change. `roles`: those the changer held when they made it (None: not
-    known, for a change recorded before the chain)."""
+    known, for a change recorded before the chain). From v2 the body also says who proposed a
+    mark of trust that the changer confirmed (`proposal`, agents.TrustProposal), with the roles
+    they held and when, or null when one step was enough; v1 (the changes sealed before
+    proposals, and migration 0009's) has no proposed_by."""
     by = change.changed_by
-    return {"v": FORMAT, "kind": KIND, "subject": change.subject, "name": change.name, "trusted": change.trusted,
+    body = {"v": version, "kind": KIND, "subject": change.subject, "name": change.name, "trusted": change.trusted,
             "was_trusted": change.was_trusted, "reason": change.reason, "at": _iso(change.changed_at),
-            "changed_by": {"username": getattr(by, get_user_model().USERNAME_FIELD), "roles": roles} if by else None}
+            "changed_by": _person(by, roles) if by else None}
+    if version >= 2:
+        body["proposed_by"] = None if proposal is None else {
+            **_person(proposal.proposed_by, list(proposal.proposer_roles)), "at": _iso(proposal.created_at)}
+    return body
 
 
-def _seal(change, model, *, roles: list[str] | None) -> None:
+def _seal(change, model, *, roles: list[str] | None, proposal=None, version: int = FORMAT) -> None:
     sealed = seal_next(lock=_CHAIN_LOCK, head=lambda: trust_head(model), message=trust_message,
-                       body=trust_body(change, roles=roles))
+                       body=trust_body(change, roles=roles, proposal=proposal, version=version))
     change.seq, change.prev_hash, change.hash, change.body, change.key_id, change.signature = (
         sealed.seq, sealed.prev_hash, sealed.hash, sealed.body, sealed.key_id, sealed.signature)
 
 
-def seal_trust_change(change: TrustChange) -> TrustChange:
+def seal_trust_change(change: TrustChange, *, proposal=None) -> TrustChange:
     """Seal an unsaved change as the chain's next record and insert it, inside the caller's
-    transaction; the witness is given the new head once that commits."""
+    transaction; the witness is given the new head once that commits. `proposal`: the confirmed
+    TrustProposal a mark of trust comes from."""
     change.changed_at = timezone.now().replace(microsecond=0)  # the body's "at" and the column agree to the second
     by = change.changed_by
-    _seal(change, TrustChange, roles=sorted(by.groups.values_list("name", flat=True)) if by else None)
+    _seal(change, TrustChange, roles=sorted(by.groups.values_list("name", flat=True)) if by else None,
+          proposal=proposal)
     change.save(force_insert=True)
     witness_after_commit(change.seq, change.hash, TRUST_CHAIN)
     return change
@@ -63,7 +76,7 @@ def seal_earlier(model) -> int:
     made (roles unknown). The witness is not called here: the reconciler gives the sinks the head."""
     count = 0
     for change in model.objects.filter(seq__isnull=True).select_related("changed_by").order_by("changed_at", "id"):
-        _seal(change, model, roles=None)
+        _seal(change, model, roles=None, version=1)  # from before proposals: v1, as sealed then
         change.save(update_fields=["seq", "prev_hash", "hash", "body", "key_id", "signature"])
         count += 1
     return count

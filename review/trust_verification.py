@@ -21,9 +21,10 @@ from warrant_verify.messages import GENESIS
 from warrant_verify.trust_chain import TRUST_CHECKPOINT_KIND, verify_trust_checkpoints, verify_trust_records
 
 _CHUNK = 2000
-_FIELDS = ("subject", "name", "trusted", "was_trusted", "reason", "at", "changed_by")
-_SEALED = ("subject", "name", "trusted", "was_trusted", "reason", "changed_at", "changed_by__" +
-           get_user_model().USERNAME_FIELD)
+_USERNAME = get_user_model().USERNAME_FIELD
+_FIELDS = ("subject", "name", "trusted", "was_trusted", "reason", "at", "changed_by", "proposed_by")
+_SEALED = ("subject", "name", "trusted", "was_trusted", "reason", "changed_at", f"changed_by__{_USERNAME}",
+           f"proposed_by__{_USERNAME}")
 
 
 def chunks(queryset, size: int):
@@ -46,11 +47,14 @@ def _body(row: dict) -> dict | None:
     return body if isinstance(body, dict) else None
 
 
+def _username(person):
+    return person.get("username") if isinstance(person, dict) else person
+
+
 def _cross_check(row: dict, body: dict) -> list[Problem]:
-    by = body.get("changed_by")
-    sealed = tuple(body.get(f) for f in _FIELDS[:-1]) + ((by or {}).get("username") if isinstance(by, dict) else by,)
+    sealed = tuple(body.get(f) for f in _FIELDS[:-2]) + tuple(_username(body.get(f)) for f in _FIELDS[-2:])
     stored = (row["subject"], row["name"], row["trusted"], row["was_trusted"], row["reason"],
-              witness._iso(row["changed_at"]), row[_SEALED[-1]])
+              witness._iso(row["changed_at"]), row[_SEALED[-2]], row[_SEALED[-1]])
     fields = [f for f, a, b in zip(_FIELDS, sealed, stored, strict=True) if a != b]
     if not fields:
         return []
@@ -79,12 +83,12 @@ def trust_verify_problems(*, keys, made_at: str) -> tuple[int, int, list[Problem
     problems: list[Problem] = []
     hash_at: dict[int, str] = {}
     marks: dict[tuple[str, str], bool] = {}
-    checked, start_seq, start_prev = 0, 1, GENESIS
+    checked, start_seq, start_prev, seen = 0, 1, GENESIS, {}
 
     def walk(rows):
         nonlocal checked, start_seq, start_prev
         result = verify_trust_records([{c: r[c] for c in COLUMNS} for r in rows], keys=keys, start_seq=start_seq,
-                                      start_prev=start_prev, file="agents_trustchange")
+                                      start_prev=start_prev, file="agents_trustchange", seen=seen)
         for failure in result.failures:
             check = "signature" if ("signature" in failure.reason or "signed by" in failure.reason) else "trust_chain"
             problems.append(Problem(check, f"trust change {failure.record}", failure.reason))

@@ -133,6 +133,11 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     ("GET", "tool-sources/{name}/"):                (401,  403,  403,  403,  200,  403),
     ("PATCH", "tool-sources/{name}/"):              (401,  403,  403,  403,  200,  403),
     ("POST", "tool-sources/{name}/sync/"):          (401,  403,  403,  403,  200,  403),
+    # --- trust proposals: marking trusted takes a second governance admin (agents.trust)
+    ("GET", "trust-proposals/"):                    (401,  403,  403,  403,  200,  403),
+    ("POST", "trust-proposals/{pk}/confirm/"):      (401,  403,  403,  403,  200,  403),  # proposed by another admin
+    ("POST", "trust-proposals/{pk}/refuse/"):       (401,  403,  403,  403,  200,  403),
+    ("POST", "trust-proposals/{pk}/withdraw/"):     (401,  403,  403,  403,  200,  403),  # the admin's own proposal
     # --- skills (by name); DELETE retires
     ("GET", "skills/"):                             (401,  200,  200,  200,  200,  403),
     ("POST", "skills/"):                            (401,  403,  403,  403,  201,  403),
@@ -215,6 +220,7 @@ TARGETS = {
     "service-accounts": {"username": "service_account_name"},
     "evals": {"case_id": "golden_case_id", "run_id": "eval_run_id"},
     "review": {"rule_id": "sampling_rule_id", "item_id": "review_item_id"},
+    "trust-proposals": {"pk": "trust_proposal_id"},
 }
 TARGET_OVERRIDES = {
     # A finished run cannot be cancelled (409): cancel the parked one, still in flight.
@@ -223,6 +229,8 @@ TARGET_OVERRIDES = {
     ("POST", "agents/{slug}/publish/"): {"slug": "draft_agent_slug"},
     # Only a held tool has a change to approve.
     ("POST", "tools/{name}/approve-change/"): {"name": "held_tool_name"},
+    # Only its proposer withdraws a proposal: the admin's own.
+    ("POST", "trust-proposals/{pk}/withdraw/"): {"pk": "own_trust_proposal_id"},
 }
 
 SKILL_TEXT = """---
@@ -273,6 +281,9 @@ BODIES = {
     ("POST", "tool-sources/"): {"name": "matrix-new-source", "kind": "python", "path": "tests.tools.pyfuncs"},
     ("PATCH", "tool-sources/{name}/"): {"timeout_seconds": 7},
     ("POST", "tool-sources/{name}/sync/"): {},
+    ("POST", "trust-proposals/{pk}/confirm/"): {},
+    ("POST", "trust-proposals/{pk}/refuse/"): {},
+    ("POST", "trust-proposals/{pk}/withdraw/"): {},
     ("POST", "tokens/"): {"name": "matrix"},
     ("POST", "evals/cases/"): {"agent": "crm-assistant", "name": "matrix-case", "input": "List all accounts.",
                                "roles": ["operators"], "expected_status": "succeeded"},
@@ -444,6 +455,24 @@ class World:
     review_item_id = property(lambda self: self.review_item.pk)
 
     @cached_property
+    def trust_proposal(self):
+        """Marking a built-in tool trusted, proposed by a governance admin other than the admin persona."""
+        from agents.trust import trust_propose
+
+        other = get_user_model().objects.create_user("matrix-gov")
+        other.groups.add(Group.objects.get(name="governance-admins"))
+        return trust_propose(target=Tool.objects.get(name="list_open_tickets"), user=other, reason="matrix")
+
+    @cached_property
+    def own_trust_proposal(self):
+        from agents.trust import trust_propose
+
+        return trust_propose(target=self.tool_source, user=_user("admin"), reason="matrix")
+
+    trust_proposal_id = property(lambda self: self.trust_proposal.pk)
+    own_trust_proposal_id = property(lambda self: self.own_trust_proposal.pk)
+
+    @cached_property
     def trigger_service_account(self):
         from triggers.services import service_account_create
 
@@ -589,6 +618,13 @@ def _assert_effect(world, method, route, persona, expected, response):
         assert (ToolSource.objects.get(name="matrix-py").timeout_seconds == 7) is allowed
     elif (method, route) == ("POST", "tool-sources/{name}/sync/"):
         assert Tool.objects.filter(tool_source__name="matrix-py").exists() is allowed
+    elif route.startswith("trust-proposals/{pk}/"):
+        from agents.models import TrustProposal
+
+        pk = world.own_trust_proposal_id if route.endswith("withdraw/") else world.trust_proposal_id
+        outcome = {"confirm/": "confirmed", "refuse/": "refused", "withdraw/": "withdrawn"}[route.split("/", 2)[2]]
+        assert TrustProposal.objects.get(pk=pk).outcome == (outcome if allowed else "pending")
+        assert Tool.objects.get(name="list_open_tickets").trusted_output is (allowed and outcome == "confirmed")
     elif (method, route) == ("DELETE", "skills/{name}/"):
         assert (Skill.objects.get(name="matrix-skill").status == "retired") is allowed
     elif (method, route) == ("POST", "triggers/"):

@@ -12,12 +12,14 @@ from contextlib import contextmanager, redirect_stdout
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connection, transaction
 
 from agents import append_only, trust
-from agents.models import Tool, ToolSource, TrustChange
-from agents.trust import tool_source_trust, tool_trust
+from agents.models import Tool, ToolSource, TrustChange, TrustProposal
+from agents.trust import tool_source_trust, tool_trust, trust_confirm, trust_propose
+from review.trust_chain import seal_trust_change, trust_body
 from review.verification import review_verify_chain
 from runs import services, signing
 from runs.evidence import evidence_bundle_write
@@ -62,10 +64,17 @@ def _source(name: str = "docs") -> ToolSource:
     return ToolSource.objects.create(name=name, kind="openapi", document={"openapi": "3.0.0", "paths": {}})
 
 
+def _second_admin():
+    user, _ = get_user_model().objects.get_or_create(username="gov2")
+    user.groups.add(Group.objects.get(name="governance-admins"))
+    return user
+
+
 def _trusted_then_back(demo) -> ToolSource:
-    """The insider's pattern: a source marked trusted, runs read it, then marked back."""
+    """The insider's pattern: a source marked trusted (proposed by gov2, confirmed by admin), runs
+    read it, then marked back."""
     source = _source()
-    tool_source_trust(source=source, trusted=True, user=_admin(), reason="our own wiki")
+    trust_confirm(proposal=trust_propose(target=source, user=_second_admin(), reason="our own wiki"), user=_admin())
     return tool_source_trust(source=source, trusted=False, user=_admin(), reason="done")
 
 
@@ -95,7 +104,9 @@ def test_each_trust_change_is_sealed_in_a_chain_and_everything_verifies(demo, tm
     body = json.loads(changes[-2]["body"])
     assert (body["subject"], body["name"], body["was_trusted"], body["trusted"], body["reason"]) == (
         "tool_source", "docs", False, True, "our own wiki")
-    assert body["changed_by"] == {"username": "admin", "roles": ["governance-admins"]}
+    assert body["v"] == 2 and body["changed_by"] == {"username": "admin", "roles": ["governance-admins"]}
+    assert (body["proposed_by"]["username"], body["proposed_by"]["roles"]) == ("gov2", ["governance-admins"])
+    assert json.loads(changes[-1]["body"])["proposed_by"] is None  # marked back at once, by one admin
     assert verify_trust_records(changes, keys=signing.key_set()).failures == []
     checked = review_verify_chain()
     assert checked.valid, checked.failures
@@ -226,3 +237,60 @@ def test_a_result_read_as_trusted_with_no_change_that_trusted_it_fails_offline(d
     failing = [line for line in out.splitlines() if "was read as trusted" in line]
     assert len(failing) == 1 and failing[0].startswith(f"events.jsonl: run {run.id} event ") and \
         "list_open_tickets's result was read as trusted, but no change in trust.jsonl" in failing[0], out
+
+
+def _signed(bodies: list[dict]) -> list[dict]:
+    """A chain of trust records over `bodies`, sealed and signed as review.trust_chain does."""
+    records, previous = [], GENESIS
+    for seq, body in enumerate(bodies, start=1):
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        digest = receipt_hash(previous, text)
+        key_id = signing.signing_key()[0]
+        records.append({"seq": seq, "prev_hash": previous, "hash": digest, "body": text, "key_id": key_id,
+                        "signature": signing.sign(trust_message(seq=seq, prev_hash=previous, hash=digest,
+                                                                key_id=key_id))})
+        previous = digest
+    return records
+
+
+def _body(version: int, *, by: str | None = "admin", proposer: str | None = None, trusted: bool = True) -> dict:
+    change = TrustChange(subject="tool_source", name="docs", trusted=trusted, was_trusted=not trusted, reason="r",
+                         changed_by=get_user_model().objects.get(username=by) if by else None)
+    proposal = None
+    if proposer:
+        proposal = TrustProposal(proposed_by=get_user_model().objects.get(username=proposer), proposer_roles=[],
+                                 created_at=change.changed_at)
+    return trust_body(change, roles=["governance-admins"], proposal=proposal, version=version)
+
+
+def test_old_v1_changes_still_verify_before_v2_ones_and_the_offline_rules_hold(demo):
+    """A chain sealed before proposals (v1: one admin, no proposed_by) followed by v2 changes
+    verifies; a v2 mark of trust by one person, or a v1 body after a v2, is refused offline."""
+    _second_admin()
+    keys = signing.key_set()
+    history = [_body(1), _body(1, trusted=False), _body(2, proposer="gov2"), _body(2, trusted=False),
+               _body(2, by=None)]
+    assert verify_trust_records(_signed(history), keys=keys).failures == []
+    for bad, reason in [(_body(2), "marked it trusted alone"), (_body(2, proposer="admin"), "both proposed and"),
+                        (_body(2, trusted=False, proposer="gov2"), "needs no proposal"),
+                        (_body(2, by=None, proposer="gov2"), "needs no proposal")]:
+        failures = verify_trust_records(_signed([bad]), keys=keys).failures
+        assert [f.record for f in failures] == ["seq 1"] and reason in failures[0].reason, (reason, failures)
+    failures = verify_trust_records(_signed([_body(2, trusted=False), _body(1)]), keys=keys).failures
+    assert len(failures) == 1 and "a v1 body after the v2 trust change #1" in failures[0].reason, failures
+    no_field = _body(2, trusted=False)
+    del no_field["proposed_by"]
+    assert "a v2 body without proposed_by" in verify_trust_records(_signed([no_field]), keys=keys).failures[0].reason
+
+
+def test_a_one_person_trust_sealed_by_the_key_holder_fails_online_and_offline(demo, tmp_path):
+    """Whoever holds the signing key (or runs a patched server) seals admin's mark with no second
+    admin: the chain's own rule says so, on the server and in the bundle."""
+    source = _source()
+    seal_trust_change(TrustChange(subject="tool_source", name="docs", trusted=True, was_trusted=False,
+                                              changed_by=_admin(), reason="alone"))
+    ToolSource.objects.filter(pk=source.pk).update(trusted=True)
+    problems = _problems()
+    assert any("marked it trusted alone: no second governance admin proposed it" in p for p in problems), problems
+    status, out = _offline(tmp_path)
+    assert status == 1 and "marked it trusted alone" in out, out

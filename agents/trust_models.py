@@ -1,0 +1,88 @@
+"""Trust marks' records: each change of a mark (TrustChange, sealed into the trust chain) and each
+proposal to mark something trusted (TrustProposal). agents.models imports them, so they are
+agents' models; agents.trust is their only writer."""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class TrustChange(models.Model):
+    """One row per change of a trust mark: what, from what to what, who and why. Written by
+    agents.trust in the transaction of the change itself, and sealed there into the trust chain:
+    hash = sha256(prev_hash + body), body canonical JSON, seq gap-free from 1, signed by the
+    receipt key and witnessed (review.trust_chain writes it, review.trust_verification and the
+    offline verifier check it), so a change rewritten or removed afterwards shows."""
+
+    class Subject(models.TextChoices):
+        TOOL_SOURCE = "tool_source", "Tool source"
+        TOOL = "tool", "Built-in tool"
+
+    subject = models.CharField(max_length=16, choices=Subject.choices)
+    name = models.CharField(max_length=64)
+    trusted = models.BooleanField()
+    was_trusted = models.BooleanField()
+    reason = models.TextField(blank=True)
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    # Who proposed a mark of trust that changed_by confirmed (agents.TrustProposal); null when one
+    # step was enough: an untrusting, the platform's own act, or a change sealed before proposals.
+    proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                    related_name="+")
+    # Set before the body is sealed (the body's "at" is this time), so not auto_now_add.
+    changed_at = models.DateTimeField(default=timezone.now)
+    seq = models.PositiveBigIntegerField(unique=True)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64, unique=True)
+    body = models.TextField(help_text="RFC 8785 canonical JSON: what the hash and signature cover.")
+    key_id = models.CharField(max_length=32)
+    signature = models.TextField()
+
+    class Meta:
+        ordering = ["-changed_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.subject} {self.name}: {'trusted' if self.trusted else 'untrusted'}"
+
+
+class TrustProposal(models.Model):
+    """A governance admin's proposal to mark a tool source or a built-in tool trusted. It changes
+    nothing: only a different governance admin's confirmation sets the mark (agents.trust), and
+    the TrustChange sealed then names both. Withdrawn by its proposer, refused by another admin,
+    or left to expire at `expires_at` (WARRANT["TRUST_PROPOSAL_HOURS"] after it was made)."""
+
+    class Outcome(models.TextChoices):
+        PENDING = "pending", "Pending"
+        CONFIRMED = "confirmed", "Confirmed"
+        REFUSED = "refused", "Refused"
+        WITHDRAWN = "withdrawn", "Withdrawn"
+        EXPIRED = "expired", "Expired"  # set when a new proposal of the same mark replaces it
+
+    subject = models.CharField(max_length=16, choices=TrustChange.Subject.choices)
+    name = models.CharField(max_length=64)
+    reason = models.TextField(blank=True)
+    proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    # The proposer's roles when they proposed, sealed with the change if it is confirmed.
+    proposer_roles = models.JSONField(default=list)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.PENDING)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    # The seq of the sealed TrustChange its confirmation made (null: none, or the mark was set already).
+    change_seq = models.PositiveBigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["subject", "name"], condition=models.Q(outcome="pending"),
+                                               name="one_pending_trust_proposal")]
+
+    @property
+    def state(self) -> str:
+        """The outcome, or "expired" for a pending proposal past its expiry."""
+        if self.outcome == self.Outcome.PENDING and timezone.now() >= self.expires_at:
+            return "expired"
+        return self.outcome
+
+    def __str__(self) -> str:
+        return f"trust {self.subject} {self.name}: {self.state}"
