@@ -72,7 +72,7 @@ class TrustProposalConfirmApi(_Decide):
     @extend_schema(operation_id="trust_proposals_confirm", request=None,
                    description="A second governance admin confirms: the mark is set, and the sealed trust change "
                                "names who proposed it and who confirmed it. 403 second_admin_required for its "
-                               "proposer; 409 trust_proposal_expired past expires_at; 409 once decided.",
+                               "proposer; 409 request_expired past expires_at; 409 once decided.",
                    responses={200: TrustProposalSerializer, **errors(403, 404, 409)})
     def post(self, request, pk):
         return super().post(request, pk)

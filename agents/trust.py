@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from agents.models import Tool, ToolSource, TrustChange, TrustProposal
 from core.api_errors import Conflict, Forbidden
-from core.four_eyes import check_second_admin
+from core.four_eyes import RequestExpired, check_second_admin
 from core.permissions import is_governance_admin
 
 logger = logging.getLogger(__name__)
@@ -49,12 +49,10 @@ class ProposalRequired(Conflict):
     code = "trust_proposal_required"
 
 
-class ProposalExpired(Conflict):
-    code = "trust_proposal_expired"
-
-
 def proposal_hours() -> float:
-    return float(settings.WARRANT.get("TRUST_PROPOSAL_HOURS", 24))
+    """How long a proposal waits for its second admin (WARRANT_TRUST_PROPOSAL_HOURS, by default the
+    window of every four-eyes request, WARRANT_SECOND_ADMIN_WINDOW_HOURS: 24)."""
+    return settings.WARRANT["TRUST_PROPOSAL_HOURS"]
 
 
 def _check(user) -> None:
@@ -185,7 +183,7 @@ def trust_confirm(*, proposal: TrustProposal, user) -> TrustProposal:
     check_second_admin(user, what=what, parties=[(proposal.proposed_by, "proposed it")],
                        details={"proposal": proposal.pk})
     if proposal.state == "expired":
-        raise ProposalExpired(f"{what} was proposed more than {proposal_hours():g} hours ago and can no longer be "
+        raise RequestExpired(f"{what} was proposed more than {proposal_hours():g} hours ago and can no longer be "
                               "confirmed; propose it again", details={"proposal": proposal.pk})
     target = _target(proposal.subject, proposal.name)
     _, change = _set(target, trusted=True, user=user, reason=proposal.reason, proposal=proposal)

@@ -302,6 +302,9 @@ WARRANT = {
     "GOVERNANCE_ADMIN_ROLE": os.environ.get("WARRANT_GOVERNANCE_ADMIN_ROLE", "governance-admins"),
     # How long what one governance admin asked for (an emergency activation) waits for a second one to confirm.
     "SECOND_ADMIN_WINDOW_HOURS": float(os.environ.get("WARRANT_SECOND_ADMIN_WINDOW_HOURS", "24")),
+    # How long a proposal to mark a tool source or built-in tool trusted waits for a second governance admin.
+    "TRUST_PROPOSAL_HOURS": float(os.environ.get("WARRANT_TRUST_PROPOSAL_HOURS",
+                                                 os.environ.get("WARRANT_SECOND_ADMIN_WINDOW_HOURS", "24"))),
     # Model calls (agents.routing): backoff between retries, and the most one profile may take
     # (attempts and waits together) before the next fallback. Keep it under the task time limit.
     "MODEL_RETRY_BASE_SECONDS": float(os.environ.get("WARRANT_MODEL_RETRY_BASE_SECONDS", "0.5")),

@@ -131,7 +131,7 @@ def test_an_expired_proposal_is_refused_and_a_new_one_may_take_its_place(demo, g
     listed = admin.get("/api/v1/trust-proposals/", {"name": "docs"}).json()["results"]
     assert [(p["id"], p["state"]) for p in listed] == [(proposal.pk, "expired")]
     response = admin.post(f"/api/v1/trust-proposals/{proposal.pk}/confirm/")
-    assert response.status_code == 409 and response.json()["error"]["code"] == "trust_proposal_expired"
+    assert response.status_code == 409 and response.json()["error"]["code"] == "request_expired"
     assert ToolSource.objects.get(name="docs").trusted is False and not _changes("docs").exists()
     assert TrustProposal.objects.get(pk=proposal.pk).outcome == "pending"
     fresh = trust_propose(target=ToolSource.objects.get(name="docs"), user=gov)
