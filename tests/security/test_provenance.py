@@ -15,6 +15,7 @@ from governance.models import Policy
 from runs import services
 from runs.models import ApprovalRequest, SideEffect
 from skills.models import Skill
+from tests.agents.trusting import trust_by_two_admins
 
 pytestmark = pytest.mark.django_db
 
@@ -98,8 +99,8 @@ def test_a_trusted_tools_result_does_not_taint(no_approval_policy):
     run = _run([calc], [_mail("dana.whitfield@example.com")])
     assert (run.status, run.tainted) == ("succeeded", False)
     assert SentEmail.objects.filter(to="dana.whitfield@example.com").exists()
-    # Marked trusted by a governance admin, the ticket tool no longer taints a plain read.
-    tool_trust(tool=Tool.objects.get(name="list_open_tickets"), trusted=True, user=User.objects.get(username="admin"))
+    # Marked trusted by two governance admins, the ticket tool no longer taints a plain read.
+    trust_by_two_admins(Tool.objects.get(name="list_open_tickets"))
     _ticket("Export button greyed out on the billing page")
     run = _run([TICKETS], [_mail("ops@example.com")])
     assert (run.status, run.tainted) == ("succeeded", False)
@@ -143,6 +144,13 @@ def governance_admin(demo):
     return user
 
 
+def _admin_api():
+    from rest_framework.test import APIClient
+    client = APIClient()
+    client.force_authenticate(User.objects.get(username="admin"))
+    return client
+
+
 def test_only_a_governance_admin_marks_trust_and_each_change_is_recorded(demo, governance_admin, operator, approver):
     for client in (operator, approver):
         response = client.patch("/api/v1/tools/list_open_tickets/", {"trusted_output": True}, format="json")
@@ -157,10 +165,13 @@ def test_only_a_governance_admin_marks_trust_and_each_change_is_recorded(demo, g
     client.force_authenticate(governance_admin)
     response = client.patch("/api/v1/tools/list_open_tickets/",
                             {"trusted_output": True, "trust_reason": "titles are ours now"}, format="json")
-    assert response.status_code == 200 and response.json()["trusted"] is True
+    assert response.status_code == 202 and response.json()["state"] == "pending"  # proposed: a second admin confirms
+    assert Tool.objects.get(name="list_open_tickets").trusted_output is False
+    confirmed = _admin_api().post(f"/api/v1/trust-proposals/{response.json()['id']}/confirm/")
+    assert confirmed.status_code == 200, confirmed.json()
     change = TrustChange.objects.get(subject="tool", name="list_open_tickets")
-    assert (change.was_trusted, change.trusted, change.changed_by, change.reason) == (
-        False, True, governance_admin, "titles are ours now")
+    assert (change.was_trusted, change.trusted, change.changed_by.username, change.proposed_by, change.reason) == (
+        False, True, "admin", governance_admin, "titles are ours now")
 
 
 def test_a_source_is_marked_through_the_api_by_a_governance_admin_only(demo, governance_admin, operator):
@@ -177,9 +188,11 @@ def test_a_source_is_marked_through_the_api_by_a_governance_admin_only(demo, gov
     response = client.patch("/api/v1/tools/docs__read/", {"trusted_output": True}, format="json")
     assert response.status_code == 409 and response.json()["error"]["details"] == {"tool_source": "docs"}
     response = client.patch("/api/v1/tool-sources/docs/", {"trusted": True}, format="json")
-    assert response.status_code == 200 and response.json()["trusted"] is True
+    assert response.status_code == 202 and Tool.objects.get(pk=tool.pk).output_trusted is False
+    assert _admin_api().post(f"/api/v1/trust-proposals/{response.json()['id']}/confirm/").status_code == 200
     assert Tool.objects.get(pk=tool.pk).output_trusted is True
-    assert TrustChange.objects.filter(subject="tool_source", name="docs", changed_by=governance_admin).exists()
+    assert TrustChange.objects.filter(subject="tool_source", name="docs", proposed_by=governance_admin,
+                                      changed_by__username="admin").exists()
     with pytest.raises(Forbidden):
         tool_source_trust(source=source, trusted=False, user=User.objects.get(username="operator"))
 
@@ -196,7 +209,7 @@ def test_in_the_admin_a_staff_member_who_is_not_a_governance_admin_cannot_mark_t
         assert ('name="trusted_output"' in page.content.decode()) is editable
 
 
-def test_a_mark_set_in_the_admin_is_recorded_with_who_set_it(demo):
+def test_a_mark_set_in_the_admin_is_proposed_for_a_second_admin(demo):
     tool = Tool.objects.get(name="list_open_tickets")
     client = Client()
     admin_user = User.objects.get(username="admin")
@@ -206,9 +219,10 @@ def test_a_mark_set_in_the_admin_is_recorded_with_who_set_it(demo):
             "approver_role": "", "trusted_output": "on"}
     response = client.post(f"/admin/agents/tool/{tool.pk}/change/", form)
     assert response.status_code == 302, response.content.decode()[:2000]
-    assert Tool.objects.get(pk=tool.pk).trusted_output is True
-    change = TrustChange.objects.get(subject="tool", name=tool.name)
-    assert (change.changed_by, change.was_trusted, change.trusted) == (admin_user, False, True)
+    assert Tool.objects.get(pk=tool.pk).trusted_output is False  # proposed; another admin confirms it
+    assert not TrustChange.objects.filter(subject="tool", name=tool.name).exists()
+    from agents.models import TrustProposal
+    assert TrustProposal.objects.get(name=tool.name, outcome="pending").proposed_by == admin_user
 
 
 def test_no_one_points_a_built_in_tool_at_other_code_in_the_admin(demo):

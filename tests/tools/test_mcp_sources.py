@@ -3,18 +3,18 @@
 
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 
 from agents import sources
 from agents.models import Tool, ToolSource
-from agents.trust import tool_source_trust
 from agents.tools import mcp_pool
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
 from governance.models import ToolGrant
 from governance.services import grant_create, policy_create
 from runs.models import ApprovalRequest
+from tests.agents.trusting import trust_by_two_admins
 from tests.factories import carry
 from tests.runs.helpers import advance, run_script
 from tests.tools.conftest import child_processes, shown, time_server_command, tool_events
@@ -317,7 +317,7 @@ def test_a_hostile_mcp_result_taints_the_run_and_does_not_unlock_a_side_effect(r
     # Untrusted, the source's words (its tools' descriptions) taint every run they are shown to.
     untrusted = run_script({"turns": [[{"name": toggler.name, "arguments": {}}]]})
     assert untrusted.status == "awaiting_approval" and tool_events(untrusted) == []
-    tool_source_trust(source=source, trusted=True, user=User.objects.get(username="admin"))
+    trust_by_two_admins(source)
     clean = run_script({"turns": [[{"name": toggler.name, "arguments": {}}]]})
     assert clean.status == "succeeded" and tool_events(clean)[0]["result"]["ok"]
 

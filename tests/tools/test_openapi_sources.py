@@ -7,6 +7,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.test import override_settings
+from rest_framework.test import APIClient
 
 from agents import sources
 from agents.models import Tool, ToolSource
@@ -16,6 +17,7 @@ from agents.tools.envelopes import ToolContext
 from governance.services import grant_create
 from governance.tokens import token_issue
 from runs.models import ApprovalRequest, SideEffect
+from tests.agents.trusting import second_governance_admin
 from tests.factories import carry
 from tests.runs.helpers import advance, run_script
 from tests.tools.conftest import shown, tool_events
@@ -116,7 +118,10 @@ def test_a_governance_admin_may_lift_the_approval_of_an_openapi_write(warrant_ap
     # Its description is the source's text: until the source is trusted, it taints the run.
     response = admin.patch("/api/v1/tool-sources/warrant/", {"trusted": True, "trust_reason": "our own API"},
                            format="json")
-    assert response.status_code == 200 and response.json()["trusted"] is True
+    assert response.status_code == 202  # proposed: a second governance admin confirms it
+    second = APIClient()
+    second.force_authenticate(second_governance_admin())
+    assert second.post(f"/api/v1/trust-proposals/{response.json()['id']}/confirm/").json()["state"] == "confirmed"
     carry(replay_agent, tool)
     arguments = {"body": {"agent": "crm-assistant", "input": "List all accounts."}}
     run = run_script({"turns": [[{"name": tool.name, "arguments": arguments}]]})
