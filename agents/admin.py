@@ -40,6 +40,17 @@ class ToolSourceAdminForm(StaffedApproverRoleForm):
         return cleaned
 
 
+def _each(model_admin, request, queryset, act, done: str) -> None:
+    """An admin action on each selected row through a service: its refusal is the row's error message."""
+    for obj in queryset:
+        try:
+            act(obj)
+        except DomainError as exc:
+            model_admin.message_user(request, exc.message, messages.ERROR)
+            continue
+        model_admin.message_user(request, f"{obj.name}: {done}")
+
+
 def _mark(model_admin, request, target, trusted: bool) -> None:
     """The admin's trust mark goes through agents.trust as the API's does: untrusted at once,
     trusted proposed, for another governance admin to confirm (Trust proposals)."""
@@ -110,7 +121,7 @@ class ToolSourceAdmin(admin.ModelAdmin):
 class TrustChangeAdmin(ReadOnlyAdmin):
     """Who marked which tool or source trusted, or not, and when: written by agents.trust only."""
 
-    list_display = ["changed_at", "subject", "name", "was_trusted", "trusted", "changed_by", "reason"]
+    list_display = ["changed_at", "subject", "name", "was_trusted", "trusted", "changed_by", "proposed_by", "reason"]
     list_filter = ["subject", "trusted"]
     search_fields = ["name", "reason"]
 
@@ -125,13 +136,7 @@ class TrustProposalAdmin(ReadOnlyAdmin):
     actions = ["confirm", "refuse", "withdraw"]
 
     def _decide(self, request, queryset, decide, done: str) -> None:
-        for proposal in queryset:
-            try:
-                decide(proposal=proposal, user=request.user)
-            except DomainError as exc:
-                self.message_user(request, exc.message, messages.ERROR)
-                continue
-            self.message_user(request, f"{proposal.name}: {done}")
+        _each(self, request, queryset, lambda proposal: decide(proposal=proposal, user=request.user), done)
 
     @admin.action(description="Confirm: mark it trusted (a governance admin who did not propose it)")
     def confirm(self, request, queryset):
@@ -182,13 +187,8 @@ class ToolAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-approve: accept the change the source reports")
     def approve_change(self, request, queryset):
-        for tool in queryset:
-            try:
-                sources.tool_change_approve(tool=tool, user=request.user)
-            except DomainError as exc:
-                self.message_user(request, exc.message, messages.ERROR)
-                continue
-            self.message_user(request, f"{tool.name}: change approved")
+        _each(self, request, queryset, lambda tool: sources.tool_change_approve(tool=tool, user=request.user),
+              "change approved")
 
     @admin.action(description="Enable")
     def enable(self, request, queryset):
