@@ -1,13 +1,10 @@
 """The `scripted` backend: a deterministic stand-in for a model, good enough to drive the demo.
 
-It knows no tool by name and keeps no state: each call reads the whole request afresh
-(scripted_plan.Plan). Its steps are the tools the prompt's playbook and skill sections name,
-else those whose name words the request says. Orders in the user's messages or in successful
-tool results ("call `x` with {...}") come first, once each, even for tools it was not shown: a
-model can be fooled, and the harness must be the one to stop it. Arguments are filled by the
-schemas' property names; a turn makes every call whose arguments are known and the lookups the
-others wait for, never a call already made. With nothing left to call it answers from the results,
-errors included, in the words of the tools' wording modules (scripted_text.WORDING_MODULES).
+It knows no tool by name and keeps no state: each call reads the whole request afresh and makes
+the calls its plan (scripted_plan.Plan) says are ready; with none left it answers from the results,
+errors included, in the words of the tools' wording modules (scripted_text.WORDING_MODULES). It
+obeys orders in the user's messages and in tool results on purpose: a model can be fooled, and
+the harness must be the one to stop it.
 
 Pure: no ORM, no settings, no I/O. Token counts are estimates and say so.
 """
@@ -17,8 +14,14 @@ from agents.backends.scripted_plan import PastCall, Plan, dumps
 from agents.backends.scripted_text import wording
 
 CANNOT_HELP = "I can't help with that using the tools available to me."
-_PERMISSION_CODES = frozenset({"not_permitted", "unknown_tool", "forbidden", "not_allowed"})
 _UNDONE = {"send": "nothing was sent", "delete": "nothing was deleted", "remove": "nothing was deleted"}
+# How an answer tells a call the harness refused, by the error's code: the line, and how a reason follows it.
+_REFUSED = {
+    "expired": ("The approval request for {tool} expired before anyone decided, so {undone}.", " {reason}"),
+    "denied": ("The call to {tool} was denied by an approver, so {undone}.", " The approver's reason: {reason}"),
+    **dict.fromkeys(("not_permitted", "unknown_tool", "forbidden", "not_allowed"),
+                    ("I am not permitted to use {tool}.", "")),
+}
 
 
 class ScriptedBackend:
@@ -69,16 +72,12 @@ def _error(call: PastCall) -> str:
     envelope = call.envelope or {}
     code = str(envelope.get("code") or "error")
     details = envelope.get("details") if isinstance(envelope.get("details"), dict) else {}
+    if code == "denied" and details.get("decision") == "expired":  # an expiry; older recordings say "expired"
+        code = "expired"
+    if code not in _REFUSED:
+        return f"{call.name} failed: {envelope.get('error') or code}"
     reason = str(details.get("reason") or envelope.get("reason") or "").strip()
     reason += "" if not reason or reason.endswith((".", "!", "?")) else "."  # as a sentence
+    line, then = _REFUSED[code]
     undone = _UNDONE.get(call.name.split("_", 1)[0].lower(), "it did not run")
-    # "expired" as its own code: calls recorded before an expiry was told as a denial.
-    if code == "expired" or (code == "denied" and details.get("decision") == "expired"):
-        line = f"The approval request for {call.name} expired before anyone decided, so {undone}."
-        return line + (f" {reason}" if reason else "")
-    if code == "denied":
-        line = f"The call to {call.name} was denied by an approver, so {undone}."
-        return line + (f" The approver's reason: {reason}" if reason else "")
-    if code in _PERMISSION_CODES:
-        return f"I am not permitted to use {call.name}."
-    return f"{call.name} failed: {envelope.get('error') or code}"
+    return line.format(tool=call.name, undone=undone) + (then.format(reason=reason) if reason else "")

@@ -8,6 +8,11 @@ topic, `to` an address, `subject` and `body` a message's (from the tool's wordin
 a wording module may read others (FILLS: the calculator's `expression`). A fill is ready (values,
 several to fan out over), wait (first make these lookups) or skip (and why); a call is as ready as
 its least ready argument.
+
+The steps are the tools the prompt's playbook and skill sections name, else those whose name words
+the request says. Orders ("call `x` with {...}") in the user's messages or in successful results
+come first, once each, even for tools not on offer; a turn makes every call whose arguments are
+known and the lookups the others wait for, never a call already made.
 """
 
 import json
@@ -23,14 +28,12 @@ from agents.prompt_format import LOAD_SKILL
 # request says the verb, and never fanned out over every record.
 SIDE_EFFECT_VERBS = frozenset({"send", "delete", "remove", "create", "update", "write", "post", "cancel", "close",
                                "drop", "wipe"})
+# Properties that take a search topic (but a resolver's `query` takes a record's name), and an address.
+TOPIC_PROPERTIES, ADDRESS_PROPERTIES = ("query", "q", "topic", "search"), ("to", "email", "recipient", "address")
 
 
 def dumps(value) -> str:  # keys sorted, so the same arguments always read the same
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-
-
-def call_key(name: str, arguments: dict) -> str:
-    return name + dumps(arguments)
 
 
 def is_side_effect(tool: str) -> bool:
@@ -103,7 +106,8 @@ class Scope:
 
 
 def scope_of(words: str, fan_out: bool = False) -> Scope:
-    return Scope(words, tuple(text.entities(words)), tuple(text.ids(words)), tuple(text.emails(words)), fan_out)
+    return Scope(words, tuple(text.entities(words)), tuple(text.distinct(text.ID, words)),
+                 tuple(text.distinct(text.ADDRESS, words)), fan_out)
 
 
 @dataclass
@@ -200,15 +204,15 @@ class Plan:
     def next_calls(self) -> list[tuple[str, dict]]:
         """Every call whose arguments are known now, and the lookups the others wait for; never a
         call already made. Orders first, a bare "call X" (no arguments, no target) once."""
-        seen = {call_key(call.name, call.arguments) for call in self.history}
+        seen = {(call.name, dumps(call.arguments)) for call in self.history}
         fills = [(order.tool, self.fill_order(order)) for order in self.orders
                  if order.arguments is not None or order.target is not None or not self.made(order.tool)]
         batch = []
         for tool, fill in fills + [(step, self.fill_step(step, self.scope)) for step in self.steps]:
             self.skipped += [fill.reason] if fill.status == "skip" else []
             for name, arguments in ([(tool, a) for a in fill.values] if fill.status == "ready" else fill.needs):
-                if call_key(name, arguments) not in seen:
-                    seen.add(call_key(name, arguments))
+                if (name, dumps(arguments)) not in seen:
+                    seen.add((name, dumps(arguments)))
                     batch.append((name, arguments))
         return batch
 
@@ -250,15 +254,14 @@ class Plan:
         key = prop.lower()
         if key in text.wording().fills:
             return text.wording().fills[key](self, scope)
-        resolves = next((kind for kind, resolver in self.resolvers.items() if resolver == tool), None)
         if key.endswith("_id") and key[:-3] in self.kinds:
             return self.record_ids(scope, tool, key[:-3])
-        if key == "query" and resolves:
-            names = list(scope.entities) or self.ids(scope, resolves)
-            return Fill("ready", names) if names else skip(f"the request names no {resolves}")
-        if key in ("query", "q", "topic", "search"):
+        if key == "query" and (kind := next((k for k, resolver in self.resolvers.items() if resolver == tool), None)):
+            names = list(scope.entities) or self.ids(scope, kind)
+            return Fill("ready", names) if names else skip(f"the request names no {kind}")
+        if key in TOPIC_PROPERTIES:
             return Fill("ready", [about]) if (about := text.topic(scope.text)) else skip("nothing to search for")
-        if key in ("to", "email", "recipient", "address"):
+        if key in ADDRESS_PROPERTIES:
             return Fill("ready", list(scope.emails[:1])) if scope.emails else skip("no email address given")
         if key in ("subject", "body") and scope.emails and tool in text.wording().messages:
             return Fill("ready", [self.message(tool, scope.text, scope.emails[0])[key]])

@@ -84,12 +84,9 @@ def tool_words(name: str) -> list[str]:
     return [stem(w) for w in name.lower().split("_") if w and w not in GENERIC_VERBS]
 
 
-def ids(text: str) -> list[str]:
-    return list(dict.fromkeys(re.findall(ID, text or "")))
-
-
-def emails(text: str) -> list[str]:
-    return list(dict.fromkeys(re.findall(ADDRESS, text or "")))
+def distinct(pattern: str, text: str) -> list[str]:
+    """What the pattern finds in the text, each once, first first: distinct(ID, ...) -> ids."""
+    return list(dict.fromkeys(re.findall(pattern, text or "")))
 
 
 def entities(text: str) -> list[str]:
