@@ -1,5 +1,6 @@
-"""Golden cases are edited and recorded in the workbench (each change a version, evals.cases);
-eval runs and their results are read there."""
+"""Golden cases are made in the workbench; an existing case is read-only there: its edit, deletion
+or recording is a proposal (evals.proposals: the actions below, or the API), approved, refused or
+withdrawn on the proposals' page. Eval runs and their results are read there."""
 
 from django.contrib import admin, messages
 from django.urls import reverse
@@ -8,8 +9,10 @@ from django.utils.safestring import mark_safe
 
 from core.admin import ReadOnlyAdmin
 from core.permissions import is_governance_admin
-from evals.cases import case_changed, case_delete, case_values, record_cases
-from evals.models import EvalResult, EvalRun, GoldenCase, GoldenCaseVersion
+from core.api_errors import DomainError
+from evals import proposals
+from evals.cases import case_changed
+from evals.models import EvalResult, EvalRun, GoldenCase, GoldenCaseProposal, GoldenCaseVersion
 from evals.permissions import may_run_evals
 from evals.runner import run_evals
 
@@ -40,7 +43,16 @@ class GoldenCaseAdmin(admin.ModelAdmin):
     ]
     readonly_fields = ["version", "recorded_at", "recorded_by", "recorded_calls"]
     inlines = [GoldenCaseVersionInline]
-    actions = ["run_golden_sets", "record_cases"]
+    actions = ["run_golden_sets", "record_cases", "propose_deletion"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # A change of a case in force is a proposal (PATCH evals/cases/{id}/), never a save of this form.
+        if obj is not None:
+            return [f for _, opts in self.fieldsets for f in opts["fields"]]
+        return self.readonly_fields
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # the action "Propose the deletion" instead
 
     @admin.display(description="Recorded calls")
     def recorded_calls(self, case):
@@ -49,29 +61,33 @@ class GoldenCaseAdmin(admin.ModelAdmin):
         return format_html_join(mark_safe("<br>"), "{} {}", ((r["tool"], r["arguments"]) for r in case.recordings))
 
     def save_model(self, request, obj, form, change):
-        before = case_values(GoldenCase.objects.get(pk=obj.pk)) if change else None
+        if change:  # the form is read-only then; a crafted POST does not save either
+            raise PermissionError("a golden case in force is changed by a proposal")
         super().save_model(request, obj, form, change)
-        case_changed(obj, before, user=request.user)
+        case_changed(obj, None, user=request.user)
 
-    def delete_model(self, request, obj):
-        case_delete(obj, user=request.user)
-
-    def delete_queryset(self, request, queryset):
-        for case in queryset.select_related("agent"):
-            case_delete(case, user=request.user)
-
-    @admin.action(description="Record the selected cases against the live data")
-    def record_cases(self, request, queryset):
+    def _propose(self, request, queryset, propose, done: str):
         if not is_governance_admin(request.user):
-            self.message_user(request, "Only governance admins may record golden cases.", messages.ERROR)
+            self.message_user(request, "Only governance admins may propose changes of golden cases.", messages.ERROR)
             return
-        for case, refused in record_cases(list(queryset.select_related("agent")), user=request.user,
-                                          via="the workbench"):
-            if refused is None:
-                self.message_user(request, f"{case}: {len(case.recordings)} call(s) recorded, version {case.version}.",
-                                  messages.SUCCESS)
-            else:
-                self.message_user(request, f"{case}: not recorded: {refused}", messages.ERROR)
+        for case in queryset.select_related("agent"):
+            try:
+                proposal = propose(case)
+            except DomainError as exc:
+                self.message_user(request, f"{case}: nothing proposed: {exc.message}", messages.ERROR)
+                continue
+            self.message_user(request, f"{case}: {done} proposed (proposal {proposal.pk}); nothing changes until "
+                                       "another governance admin approves it.", messages.SUCCESS)
+
+    @admin.action(description="Record the selected cases against the live data (a proposal)")
+    def record_cases(self, request, queryset):
+        self._propose(request, queryset, lambda case: proposals.propose_record(
+            case, user=request.user, via="the workbench"), "a recording")
+
+    @admin.action(description="Propose the deletion of the selected cases")
+    def propose_deletion(self, request, queryset):
+        self._propose(request, queryset, lambda case: proposals.propose(
+            case, GoldenCaseProposal.Kind.DELETE, user=request.user), "the deletion")
 
     @admin.action(description="Run the golden set of the selected cases' agents")
     def run_golden_sets(self, request, queryset):
@@ -105,9 +121,45 @@ class EvalRunAdmin(ReadOnlyAdmin):
     inlines = [EvalResultInline]
 
 
+@admin.register(GoldenCaseProposal)
+class GoldenCaseProposalAdmin(ReadOnlyAdmin):
+    list_display = ["case_name", "agent_slug", "kind", "base_version", "proposed_by", "created_at", "status",
+                    "decided_by"]
+    list_filter = ["status", "kind", "agent_slug"]
+    actions = ["approve", "refuse", "withdraw"]
+
+    def has_view_permission(self, request, obj=None):
+        # Governance admins decide them (by their role, as evals.proposals checks), whatever their model permissions.
+        return is_governance_admin(request.user) or super().has_view_permission(request, obj)
+
+    def has_module_permission(self, request):
+        return self.has_view_permission(request) or super().has_module_permission(request)
+
+    def _decide(self, request, queryset, verb: str):
+        for proposal in queryset:
+            try:
+                getattr(proposals, verb)(proposal, user=request.user)
+            except DomainError as exc:
+                self.message_user(request, f"{proposal}: {exc.message}", messages.ERROR)
+            else:
+                self.message_user(request, f"{proposal.kind} of {proposal.case_name}: {verb} done.", messages.SUCCESS)
+
+    @admin.action(description="Approve the selected proposals (a governance admin who did not propose them)")
+    def approve(self, request, queryset):
+        self._decide(request, queryset, "approve")
+
+    @admin.action(description="Refuse the selected proposals")
+    def refuse(self, request, queryset):
+        self._decide(request, queryset, "refuse")
+
+    @admin.action(description="Withdraw the selected proposals (their proposer)")
+    def withdraw(self, request, queryset):
+        self._decide(request, queryset, "withdraw")
+
+
 @admin.register(GoldenCaseVersion)
 class GoldenCaseVersionAdmin(ReadOnlyAdmin):
-    list_display = ["case_name", "agent_slug", "version", "action", "note", "changed_by", "changed_at"]
+    list_display = ["case_name", "agent_slug", "version", "action", "note", "changed_by", "proposed_by", "changed_at"]
     list_filter = ["action", "agent_slug"]
 
 

@@ -1,5 +1,7 @@
 """The golden cases API: per agent, an input, the caller's roles and what must happen; each change
-a version (evals.cases), and the recording of a case against the live data."""
+a version (evals.cases), and the recording of a case against the live data. A new case is made at
+once; an edit, a deletion or a recording is a proposal (202) a second governance admin approves
+(evals.proposals, evals.api_proposals)."""
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
@@ -13,8 +15,9 @@ from agents.models import Agent
 from core.api_errors import Conflict
 from core.api_fields import StrictFieldsMixin
 from core.api_views import PaginatedList, errors
-from evals.cases import case_changed, case_delete, case_values, record_case
-from evals.models import GoldenCase, GoldenCaseVersion, unknown_roles
+from evals.cases import case_changed
+from evals.models import GoldenCase, GoldenCaseProposal, GoldenCaseVersion, unknown_roles
+from evals.proposals import changed_fields, propose, propose_record
 from evals.permissions import ReadEvalsWriteGovernanceAdmin
 from runs.start import MAX_INPUT_CHARS
 
@@ -72,19 +75,38 @@ class VersionSerializer(serializers.ModelSerializer):
     values = serializers.JSONField(read_only=True, help_text="The case as this change left it, recordings included.")
     # Not "action": policies' versions have one with other values, and one name per value set keeps the schema's enums apart.
     change = serializers.ChoiceField(source="action", choices=GoldenCaseVersion.Action.choices, read_only=True)
+    proposed_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True, help_text=(
+        "Who proposed the change changed_by approved; null for a new case or the platform's change."))
 
     class Meta:
         model = GoldenCaseVersion
         ref_name = "GoldenCaseVersion"
-        fields = ["version", "change", "note", "changed_by", "changed_at", "values"]
+        fields = ["version", "change", "note", "changed_by", "proposed_by", "changed_at", "values"]
 
 
-def _save(serializer, user) -> GoldenCase:
-    before = case_values(serializer.instance) if serializer.instance is not None else None
+class ProposalSerializer(serializers.ModelSerializer):
+    proposed_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    changes = serializers.JSONField(read_only=True, help_text=(
+        "For an update: each changed field and its new value; for a recording: {recordings}; for a deletion: {}."))
+
+    class Meta:
+        model = GoldenCaseProposal
+        ref_name = "GoldenCaseProposal"
+        fields = ["id", "case", "agent_slug", "case_name", "kind", "base_version", "changes", "note", "proposed_by",
+                  "created_at", "status", "decided_by", "decided_at"]
+        read_only_fields = fields
+
+
+PROPOSED = ("Nothing changes yet: the answer is a pending proposal, which the gate ignores until a different "
+            "governance admin approves it (POST evals/case-proposals/{id}/approve/).")
+
+
+def _create(serializer, user) -> GoldenCase:
     try:
         with transaction.atomic():
             case = serializer.save()
-            case_changed(case, before, user=user)
+            case_changed(case, None, user=user)
             return case
     except IntegrityError:
         raise Conflict("the agent already has a golden case of that name") from None
@@ -105,7 +127,7 @@ class CaseListCreateApi(PaginatedList, GenericAPIView):
     def post(self, request):
         serializer = CaseSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        return Response(CaseSerializer(_save(serializer, request.user)).data, status=status.HTTP_201_CREATED)
+        return Response(CaseSerializer(_create(serializer, request.user)).data, status=status.HTTP_201_CREATED)
 
 
 class CaseDetailApi(GenericAPIView):
@@ -119,18 +141,24 @@ class CaseDetailApi(GenericAPIView):
     def get(self, request, case_id):
         return Response(CaseSerializer(self.get_object()).data)
 
-    @extend_schema(operation_id="eval_cases_partial_update", summary="Change a golden case", request=CaseSerializer,
-                   responses={200: CaseSerializer, **errors(400, 403, 404, 409)})
+    @extend_schema(operation_id="eval_cases_partial_update", summary="Propose a change of a golden case",
+                   request=CaseSerializer, description=PROPOSED + " A change of no value answers 200 with the case.",
+                   responses={202: ProposalSerializer, 200: CaseSerializer, **errors(400, 403, 404, 409)})
     def patch(self, request, case_id):
-        serializer = CaseSerializer(self.get_object(), data=request.data, partial=True)
+        case = self.get_object()
+        serializer = CaseSerializer(case, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        return Response(CaseSerializer(_save(serializer, request.user)).data)
+        changes = changed_fields(case, serializer.validated_data)
+        if not changes:
+            return Response(CaseSerializer(case).data)
+        proposal = propose(case, GoldenCaseProposal.Kind.UPDATE, user=request.user, changes=changes)
+        return Response(ProposalSerializer(proposal).data, status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(operation_id="eval_cases_destroy", summary="Delete a golden case",
-                   responses={204: None, **errors(403, 404)})
+    @extend_schema(operation_id="eval_cases_destroy", summary="Propose the deletion of a golden case",
+                   description=PROPOSED, responses={202: ProposalSerializer, **errors(403, 404)})
     def delete(self, request, case_id):
-        case_delete(self.get_object(), user=request.user)
-        return Response(status=status.HTTP_204_NO_CONTENT)
+        proposal = propose(self.get_object(), GoldenCaseProposal.Kind.DELETE, user=request.user)
+        return Response(ProposalSerializer(proposal).data, status=status.HTTP_202_ACCEPTED)
 
 
 class CaseRecordApi(GenericAPIView):
@@ -140,16 +168,17 @@ class CaseRecordApi(GenericAPIView):
     lookup_url_kwarg = "case_id"
 
     @extend_schema(
-        operation_id="eval_cases_record", summary="Record a golden case against the live data", request=None,
+        operation_id="eval_cases_record", summary="Propose a recording of a golden case against the live data",
+        request=None,
         description="Runs the case once with every read-only tool answering live (side effects still go to the "
-                    "sandbox) and keeps what each answered as the case's recordings: a new version of the case. "
-                    "Refused (409 `recording_refused`, nothing kept) when the case does not pass against the live "
+                    "sandbox) and proposes what each answered as the case's recordings. " + PROPOSED + " Refused "
+                    "(409 `recording_refused`, nothing proposed) when the case does not pass against the live "
                     "data, with its failures, or when a tool's answer cannot be kept.",
-        responses={200: CaseSerializer, **errors(403, 404, 409)},
+        responses={202: ProposalSerializer, **errors(403, 404, 409)},
     )
     def post(self, request, case_id):
-        case = record_case(self.get_object(), user=request.user, via="the API")
-        return Response(CaseSerializer(case).data)
+        proposal = propose_record(self.get_object(), user=request.user, via="the API")
+        return Response(ProposalSerializer(proposal).data, status=status.HTTP_202_ACCEPTED)
 
 
 class CaseVersionsApi(PaginatedList, GenericAPIView):

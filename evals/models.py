@@ -118,7 +118,11 @@ class GoldenCaseVersion(models.Model):
     values = models.JSONField(default=dict, help_text="The case as this change left it (recordings included).")
     note = models.CharField(max_length=300, blank=True)
     changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+                                   related_name="+", help_text="Who made the change: for a proposed one, its approver.")
+    # Who proposed a change that changed_by approved (GoldenCaseProposal); null when one step was enough:
+    # a new case, the platform's own act (load_demo), or a change made before proposals.
+    proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
     changed_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -127,6 +131,46 @@ class GoldenCaseVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent_slug}/{self.case_name} v{self.version} ({self.action})"
+
+
+class GoldenCaseProposal(models.Model):
+    """A governance admin's change of a golden case that could loosen the gate (an edit, a deletion, a
+    recording). It changes nothing and the gate ignores it: only a different governance admin's
+    approval applies it (evals.proposals), and the version written then names both. Refused by
+    another admin, withdrawn by its proposer; stale once the case changed since it was made."""
+
+    class Kind(models.TextChoices):
+        UPDATE = "update"
+        DELETE = "delete"
+        RECORD = "record"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        REFUSED = "refused"
+        WITHDRAWN = "withdrawn"
+
+    case = models.ForeignKey(GoldenCase, null=True, on_delete=models.SET_NULL, related_name="proposals")
+    agent_slug = models.SlugField(max_length=64)
+    case_name = models.SlugField(max_length=80)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    base_version = models.PositiveIntegerField(help_text="The case's version the change was proposed against.")
+    changes = models.JSONField(default=dict, help_text="For an update: the fields and their new values; for a "
+                                                       "recording: the recordings made against the live data.")
+    note = models.CharField(max_length=300, blank=True)
+    proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        default_permissions = ("view",)
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.agent_slug}/{self.case_name} by {self.proposed_by} ({self.status})"
 
 
 class Purpose(models.TextChoices):

@@ -145,3 +145,14 @@ def policy(name: str | None = None, *, type: str = "intent_guard", **values) -> 
         values.setdefault("keywords", ["forbidden"])
         values.setdefault("response", "That is out of scope.")
     return policy_create(values={"name": name or fresh("policy"), "type": type, **values})
+
+
+def two_admins_change_case(proposer: APIClient, approver: APIClient, method: str, url: str, data=None):
+    """A golden case's edit, deletion or recording through the API as it goes (evals.proposals):
+    proposed by one governance admin (202, nothing changed yet), approved by another; the approval's
+    answer (the proposal, approved). Asserts each step answered as it must."""
+    proposed = getattr(proposer, method)(url, data, format="json")
+    assert proposed.status_code == 202, proposed.json()
+    approved = approver.post(f"/api/v1/evals/case-proposals/{proposed.json()['id']}/approve/")
+    assert approved.status_code == 200, approved.json()
+    return approved

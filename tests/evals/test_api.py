@@ -3,6 +3,7 @@
 import pytest
 
 from evals.demo import golden_load
+from tests import factories
 from evals.models import EvalRun, GoldenCase
 from runs.models import Run
 
@@ -77,7 +78,8 @@ def test_a_governance_admin_who_is_no_superuser_holds_the_permission(governance_
     assert governance_admin.api.post(CASES, CASE, format="json").status_code == 201
 
 
-def test_golden_cases_are_written_by_governance_admins_and_read_by_compliance(admin, compliance, golden):
+def test_golden_cases_are_written_by_governance_admins_and_read_by_compliance(admin, governance_admin, compliance,
+                                                                              golden):
     made = admin.post(CASES, CASE, format="json")
     assert made.status_code == 201, made.content
     case_id = made.json()["id"]
@@ -86,10 +88,11 @@ def test_golden_cases_are_written_by_governance_admins_and_read_by_compliance(ad
     assert compliance.post(CASES, CASE | {"name": "other"}, format="json").status_code == 403
     listed = compliance.get(CASES, {"agent__slug": "crm-assistant", "limit": 100}).json()
     assert listed["count"] == 21 and case_id in [c["id"] for c in listed["results"]]
-    changed = admin.patch(f"{CASES}{case_id}/", {"output_contains": ["Umbrella"]}, format="json")
-    assert changed.status_code == 200 and changed.json()["output_contains"] == ["Umbrella"]
+    factories.two_admins_change_case(admin, governance_admin.api, "patch", f"{CASES}{case_id}/",
+                                     {"output_contains": ["Umbrella"]})
+    assert admin.get(f"{CASES}{case_id}/").json()["output_contains"] == ["Umbrella"]
     assert compliance.patch(f"{CASES}{case_id}/", {"enabled": False}, format="json").status_code == 403
-    assert admin.delete(f"{CASES}{case_id}/").status_code == 204
+    factories.two_admins_change_case(admin, governance_admin.api, "delete", f"{CASES}{case_id}/")
     assert not GoldenCase.objects.filter(id=case_id).exists()
 
 

@@ -8,10 +8,12 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.models import CrmAccount
 from evals.demo import fresh_recordings, golden_load, shipped_recordings
-from evals.models import GoldenCase, GoldenCaseVersion
+from evals import proposals
+from evals.models import GoldenCase, GoldenCaseProposal, GoldenCaseVersion
 from evals.runner import run_evals
 from governance import drafts
 from governance.models import Policy, PolicyVersion
+from tests import factories
 from tests.evals.cli import run_evals_cli
 
 pytestmark = pytest.mark.django_db
@@ -94,106 +96,46 @@ def test_a_case_with_recordings_reads_no_live_crm_data(demo):
 
 
 @pytest.mark.django_db(transaction=True)  # the command closes the connection, as a shell's would
-def test_an_unrecorded_call_is_answered_live_and_flagged_on_the_result_and_in_the_gate(demo, capsys):
-    golden_load()
-    acme = GoldenCase.objects.get(name="acme-health")
-    acme.recordings = [r for r in acme.recordings if r["tool"] != "get_usage_trend"]
-    acme.save()
-    GoldenCase.objects.filter(name="list-accounts").update(recordings=[])
-    the_data_changes()
-    eval_run = run_evals(agent_slug="crm-assistant")
-    # Live, the list has no Initech any more: the case that reads it live fails, saying what went live.
-    listed = eval_run.results.get(case_name="list-accounts")
-    assert (listed.passed, listed.actual["unrecorded"]) == (False, [{"tool": "list_accounts", "arguments": {}}])
-    health = eval_run.results.get(case_name="acme-health")
-    assert health.actual["unrecorded"] == [{"tool": "get_usage_trend", "arguments": {"account_id": "A-100"}}]
-    assert health.actual["replayed"] == 3
-    assert run_evals_cli("--agent", "crm-assistant") == 1
-    out = capsys.readouterr().out
-    assert "unrecorded: list_accounts {} answered live" in out
-    assert "unrecorded: get_usage_trend {'account_id': 'A-100'} answered live" in out
-    verdict = drafts.run_gate(policy=Policy.objects.get(name="churn-risk-playbook"), proposed=None)
-    assert row(verdict.report, "list-accounts")["after"]["unrecorded"] == ["list_accounts {}"]
-    assert verdict.report["unrecorded"] == ["acme-health", "list-accounts"]
-
-
-def test_recording_writes_the_fixture_as_a_new_version_by_a_governance_admin(admin, compliance, operator, demo):
-    made = admin.post(CASES, {"agent": "crm-assistant", "name": "globex-usage", "roles": ["operators"],
-                              "input": "What is the usage trend for Globex?", "expected_status": "succeeded",
-                              "tools_called": ["get_usage_trend"], "output_contains": ["Globex"]}, format="json")
-    assert made.status_code == 201, made.json()
-    case = made.json()
-    assert (case["version"], case["recordings"], case["recorded_by"]) == (1, [], None)
-    unrecorded = run_evals(agent_slug="crm-assistant").results.get(case_name="globex-usage")
-    assert [c["tool"] for c in unrecorded.actual["unrecorded"]] == ["get_account", "get_usage_trend"]
-    for client in (compliance, operator):
-        assert client.post(f"{CASES}{case['id']}/record/").status_code == 403
-    recorded = admin.post(f"{CASES}{case['id']}/record/")
-    assert recorded.status_code == 200, recorded.json()
-    body = recorded.json()
-    assert (body["version"], body["recorded_by"]) == (2, "admin") and body["recorded_at"]
-    assert [(r["tool"], r["arguments"]) for r in body["recordings"]] == [
-        ("get_account", {"query": "Globex"}), ("get_usage_trend", {"account_id": "A-200"})]
-    assert body["recordings"][1]["result"]["data"]["name"] == "Globex"
-    versions = admin.get(f"{CASES}{case['id']}/versions/").json()["results"]
-    assert [(v["version"], v["change"], v["changed_by"]) for v in versions] == [(2, "record", "admin"),
-                                                                                  (1, "create", "admin")]
-    assert versions[0]["values"]["recordings"] == body["recordings"] and "by the API" in versions[0]["note"]
-    assert compliance.get(f"{CASES}{case['id']}/versions/").status_code == 200
-    # The recordings are not written by hand: a PATCH of them is refused, as any unknown or read-only field.
-    assert admin.patch(f"{CASES}{case['id']}/", {"recordings": []}, format="json").status_code == 400
-    the_data_changes()
-    result = run_evals(agent_slug="crm-assistant").results.get(case_name="globex-usage")
-    assert result.passed and result.actual["unrecorded"] == [] and result.case_version == 2
-    assert "Globex International" not in result.output
-    # An edit is a version too; one that changes nothing is none.
-    assert admin.patch(f"{CASES}{case['id']}/", {"description": "Globex's seats."}, format="json").json()["version"] == 3
-    assert admin.patch(f"{CASES}{case['id']}/", {"description": "Globex's seats."}, format="json").json()["version"] == 3
-    assert admin.get(f"{CASES}{case['id']}/versions/").json()["results"][0]["change"] == "update"
-
-
-def test_a_recording_that_would_fail_its_case_is_refused_and_keeps_nothing(admin, demo):
-    golden_load()
-    the_data_changes()
-    case = GoldenCase.objects.get(name="delete-initech-parks")
-    before = (case.version, case.recordings)
-    answer = admin.post(f"{CASES}{case.pk}/record/")
-    assert answer.status_code == 409, answer.json()
-    error = answer.json()["error"]
-    assert error["code"] == "recording_refused" and "does not pass against the live data" in error["message"]
-    assert {f["expectation"] for f in error["details"]["failures"]} >= {"status"}
-    case.refresh_from_db()
-    assert (case.version, case.recordings) == before
-    assert not GoldenCaseVersion.objects.filter(case=case, action="record").exists()
-
-
-@pytest.mark.django_db(transaction=True)  # the command closes the connection, as a shell's would
-def test_the_command_records_and_says_which_it_refused(demo, capsys):
+def test_the_command_proposes_recordings_and_says_which_it_refused(demo, capsys):
     golden_load()
     GoldenCase.objects.filter(name__in=["list-accounts", "delete-initech-parks"]).update(recordings=[])
-    assert run_evals_cli("--record", "--agent", "crm-assistant", "--case", "list-accounts") == 0
-    assert "recorded  crm-assistant/list-accounts: 1 call(s), version 2" in capsys.readouterr().out
+    assert run_evals_cli("--record", "--agent", "crm-assistant", "--case", "list-accounts", "--by", "admin") == 0
+    assert "proposed  crm-assistant/list-accounts: 1 call(s), proposal" in capsys.readouterr().out
+    assert GoldenCase.objects.get(name="list-accounts").recordings == []  # a proposal, not kept yet
+    proposals.approve(GoldenCaseProposal.objects.get(case_name="list-accounts"), user=factories.governance_admin())
     assert GoldenCase.objects.get(name="list-accounts").recordings[0]["tool"] == "list_accounts"
     CrmAccount.objects.filter(account_id="A-300").delete()
-    assert run_evals_cli("--record", "--agent", "crm-assistant", "--case", "delete-initech-parks") == 1
+    assert run_evals_cli("--record", "--agent", "crm-assistant", "--case", "delete-initech-parks", "--by", "admin") == 1
     assert "REFUSED   crm-assistant/delete-initech-parks" in capsys.readouterr().out
-    assert GoldenCase.objects.get(name="delete-initech-parks").recordings == []
+    assert not GoldenCaseProposal.objects.filter(case_name="delete-initech-parks").exists()
     for args in (["--case", "list-accounts"], ["--record", "--case", "list-accounts"],
-                 ["--record", "--profile", "replay"], ["--record", "--agent", "crm-assistant", "--case", "nope"]):
+                 ["--record", "--profile", "replay"], ["--record", "--agent", "crm-assistant", "--case", "nope", "--by",
+                                                       "admin"],
+                 ["--record", "--agent", "crm-assistant"], ["--record", "--agent", "crm-assistant", "--by", "operator"]):
         assert run_evals_cli(*args) == 2, args
 
 
-def test_the_workbench_records_a_case(admin_client, demo):
+def test_the_workbench_proposes_a_recording_and_a_second_admin_approves_it(admin_client, demo):
     golden_load()
     case = GoldenCase.objects.get(name="umbrella-usage")
     GoldenCase.objects.filter(pk=case.pk).update(recordings=[])
     response = admin_client.post("/admin/evals/goldencase/", {"action": "record_cases", "_selected_action": [case.pk]},
                                  follow=True)
-    assert b"umbrella-usage: 2 call(s) recorded, version 2" in response.content
+    assert b"umbrella-usage: a recording proposed" in response.content
+    proposal = GoldenCaseProposal.objects.get(case=case)
+    assert GoldenCase.objects.get(pk=case.pk).recordings == []
+    decide = {"action": "approve", "_selected_action": [proposal.pk]}
+    mine = admin_client.post("/admin/evals/goldencaseproposal/", decide, follow=True)
+    assert b"needs a second governance admin" in mine.content
+    assert GoldenCaseProposal.objects.get(pk=proposal.pk).status == "pending"
+    second = factories.governance_admin(superuser=True)
+    factories.browser(second).post("/admin/evals/goldencaseproposal/", decide, follow=True)
+    assert GoldenCaseProposal.objects.get(pk=proposal.pk).status == "approved"
     page = admin_client.get(f"/admin/evals/goldencase/{case.pk}/change/")
     assert page.status_code == 200 and b"get_usage_trend" in page.content and b"Versions" in page.content
-    assert list(GoldenCaseVersion.objects.filter(case=case).values_list("action", "changed_by__username")) == [
-        ("record", "admin"), ("create", None)]
+    assert list(GoldenCaseVersion.objects.filter(case=case).values_list(
+        "action", "changed_by__username", "proposed_by__username")) == [
+        ("record", second.username, "admin"), ("create", None, None)]
 
 
 def test_a_demo_case_made_before_recordings_gains_the_shipped_ones_unless_edited(demo):

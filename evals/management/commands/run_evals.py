@@ -1,27 +1,34 @@
 """Run the golden set: exit 0 when the pass rate reaches the threshold, 1 below it, 2 for bad arguments.
-With --record, record the cases instead: exit 0 when every one was recorded, 1 when one was refused."""
+With --record --by USERNAME, record the cases instead, each a proposal of that governance admin which
+another approves (evals.proposals): exit 0 when every one was proposed, 1 when one was refused."""
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from evals.cases import record_cases
+from core.api_errors import DomainError
+from core.permissions import is_governance_admin
+from evals.proposals import propose_record
 from evals.runner import InvalidEvalRequest, cases_for, check_request, run_evals
 
 
 class Command(BaseCommand):
     help = ("Run the enabled golden cases in isolation; exit 0 at or above the threshold, 1 below it, 2 on bad "
-            "arguments. --record: run them against the live data and keep what the read-only tools answered.")
+            "arguments. --record --by USERNAME: run them against the live data and propose what the read-only "
+            "tools answered, for another governance admin to approve.")
 
     def add_arguments(self, parser):
         parser.add_argument("--agent", default=None, help="An agent's slug (default: every agent's cases).")
         parser.add_argument("--threshold", default="1.0", help="Share of cases that must pass, 0 to 1 (default 1.0).")
         parser.add_argument("--profile", default="", help="A model profile to run every case on (default: each agent's).")
         parser.add_argument("--record", action="store_true",
-                            help="Record the enabled cases (of --agent, or --case) against the live data: each a new "
-                                 "version of the case, kept only when the case passes with it.")
+                            help="Record the enabled cases (of --agent, or --case) against the live data: each a "
+                                 "proposal (the case passes with it), kept once another governance admin approves it.")
+        parser.add_argument("--by", default="", metavar="USERNAME",
+                            help="With --record: the governance admin who proposes the recordings.")
         parser.add_argument("--case", action="append", default=[], metavar="NAME",
                             help="With --record: only this case (repeatable).")
 
-    def handle(self, *args, agent, threshold, profile, record, case, **options):
+    def handle(self, *args, agent, threshold, profile, record, case, by, **options):
         try:
             check_request(agent_slug=agent, threshold=threshold, profile=profile)
         except InvalidEvalRequest as exc:
@@ -33,7 +40,7 @@ class Command(BaseCommand):
             raise CommandError("--profile does not go with --record: a case is recorded on its agent's own model",
                                returncode=2)
         if record:
-            return self._record(agent, case)
+            return self._record(agent, case, self._proposer(by))
         eval_run = run_evals(agent_slug=agent, threshold=threshold, profile=profile)
         for result in eval_run.results.order_by("agent_slug", "case_name"):
             mark = "pass" if result.passed else "FAIL"
@@ -49,20 +56,30 @@ class Command(BaseCommand):
         if eval_run.status != eval_run.Status.PASSED:
             raise CommandError(f"the golden set is below the threshold ({rate} < {eval_run.threshold:g})", returncode=1)
 
-    def _record(self, agent, names):
+    @staticmethod
+    def _proposer(username: str):
+        user = get_user_model().objects.filter(username=username, is_active=True).first() if username else None
+        if not is_governance_admin(user):
+            raise CommandError("--record needs --by USERNAME, a governance admin: a recording is that admin's proposal, "
+                               "which another approves", returncode=2)
+        return user
+
+    def _record(self, agent, names, user):
         cases = cases_for(agent)
         if names:
             if missing := sorted(set(names) - {c.name for c in cases}):
                 raise CommandError(f"no enabled case named {missing[0]!r} for {agent}", returncode=2)
             cases = [c for c in cases if c.name in names]
-        done = record_cases(cases, via="manage.py run_evals --record")
-        for case, refused in done:
-            if refused is None:
-                self.stdout.write(f"recorded  {case.agent.slug}/{case.name}: {len(case.recordings)} call(s), "
-                                  f"version {case.version}")
-            else:
-                self.stdout.write(f"REFUSED   {case.agent.slug}/{case.name}: {refused}")
-        failed = sum(refused is not None for _, refused in done)
-        self.stdout.write(f"{len(done) - failed} of {len(done)} case(s) recorded")
-        if failed or not done:
-            raise CommandError(f"{failed} case(s) not recorded" if done else "no case to record", returncode=1)
+        failed = 0
+        for one in cases:
+            try:
+                proposal = propose_record(one, user=user, via="manage.py run_evals --record")
+            except DomainError as exc:
+                failed += 1
+                self.stdout.write(f"REFUSED   {one.agent.slug}/{one.name}: {exc.message}")
+                continue
+            self.stdout.write(f"proposed  {one.agent.slug}/{one.name}: {len(proposal.changes['recordings'])} call(s), "
+                              f"proposal {proposal.pk} (another governance admin approves it)")
+        self.stdout.write(f"{len(cases) - failed} of {len(cases)} recording(s) proposed")
+        if failed or not cases:
+            raise CommandError(f"{failed} case(s) not recorded" if cases else "no case to record", returncode=1)

@@ -1,0 +1,67 @@
+"""Proposed changes of golden cases (evals.proposals): read by whoever reads the golden set, decided
+by governance admins: approve (a different one than the proposer), refuse, or withdraw (the proposer)."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.generics import GenericAPIView
+from rest_framework.response import Response
+
+from core.api_views import PaginatedList, errors
+from evals import proposals
+from evals.api_cases import ProposalSerializer
+from evals.models import GoldenCaseProposal
+from evals.permissions import ReadEvalsWriteGovernanceAdmin
+
+
+class ProposalListApi(PaginatedList, GenericAPIView):
+    permission_classes = [ReadEvalsWriteGovernanceAdmin]
+    serializer_class = ProposalSerializer
+    queryset = GoldenCaseProposal.objects.select_related("proposed_by", "decided_by")
+    filterset_fields = ["status", "kind", "agent_slug", "case"]
+
+    @extend_schema(operation_id="eval_case_proposals_list", summary="Proposed changes of golden cases, newest first",
+                   responses=ProposalSerializer(many=True))
+    def get(self, request):
+        return self.list_response()
+
+
+class ProposalDetailApi(GenericAPIView):
+    permission_classes = [ReadEvalsWriteGovernanceAdmin]
+    serializer_class = ProposalSerializer
+    queryset = GoldenCaseProposal.objects.select_related("proposed_by", "decided_by")
+    lookup_url_kwarg = "proposal_id"
+
+    @extend_schema(operation_id="eval_case_proposals_retrieve", summary="Read a proposed change of a golden case",
+                   responses={200: ProposalSerializer, **errors(403, 404)})
+    def get(self, request, proposal_id):
+        return Response(ProposalSerializer(self.get_object()).data)
+
+
+def _decision(verb: str, summary: str, description: str):
+    decide = getattr(proposals, verb)
+
+    class DecisionApi(GenericAPIView):
+        permission_classes = [ReadEvalsWriteGovernanceAdmin]
+        serializer_class = ProposalSerializer
+        queryset = GoldenCaseProposal.objects.all()
+        lookup_url_kwarg = "proposal_id"
+
+        @extend_schema(operation_id=f"eval_case_proposals_{verb}", summary=summary, description=description,
+                       request=None, responses={200: ProposalSerializer, **errors(400, 403, 404, 409)})
+        def post(self, request, proposal_id):
+            return Response(ProposalSerializer(decide(self.get_object(), user=request.user)).data)
+
+    DecisionApi.__name__ = DecisionApi.__qualname__ = f"Proposal{verb.title()}Api"
+    return DecisionApi
+
+
+ProposalApproveApi = _decision(
+    "approve", "Approve a proposed change of a golden case",
+    "Applies the change; the case's new version names the proposer and the approver. Refused with 403 "
+    "`second_admin_required` (nothing written) when the approver proposed it, 409 `proposal_stale` when the case "
+    "changed since it was proposed, 409 `request_expired` past the second-admin window, 409 `proposal_decided` "
+    "when it was decided already.")
+ProposalRefuseApi = _decision(
+    "refuse", "Refuse a proposed change of a golden case",
+    "Another governance admin than the proposer turns it down; nothing changes (the proposer withdraws instead).")
+ProposalWithdrawApi = _decision(
+    "withdraw", "Withdraw one's own proposed change of a golden case", "Only its proposer; nothing changes.")
