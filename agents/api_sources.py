@@ -75,8 +75,8 @@ def _trust(source: ToolSource, values: dict, user):
     """A trust mark goes through agents.trust, never as a plain field: untrusted at once, trusted
     proposed (the proposal, or None when nothing was asked for trust)."""
     reason = values.pop("trust_reason", "")
-    if values.get("trusted") is True:
-        return trust_propose(target=source, user=user, reason=reason)
+    if values.get("trusted") is True:  # already trusted: nothing to propose, as a PATCH of the same value
+        return None if source.trusted else trust_propose(target=source, user=user, reason=reason)
     if "trusted" in values:
         tool_source_trust(source=source, trusted=values.pop("trusted"), user=user, reason=reason)
     return None

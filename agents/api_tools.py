@@ -110,10 +110,9 @@ class ToolDetailApi(GenericAPIView):
         with transaction.atomic():
             # Through agents.trust, which records who changed it: untrusted at once, trusted proposed.
             if "trusted_output" in values:
-                trusted = values.pop("trusted_output")
-                if trusted:
-                    proposal = trust_propose(target=tool, user=request.user, reason=reason)
-                else:
+                if not values.pop("trusted_output"):
                     tool = tool_trust(tool=tool, trusted=False, user=request.user, reason=reason)
+                elif tool.tool_source_id or not tool.trusted_output:  # a discovered tool: 409 from agents.trust
+                    proposal = trust_propose(target=tool, user=request.user, reason=reason)
             tool = services.tool_update(tool=tool, values=values)
         return proposed(proposal) if proposal is not None else Response(self.get_serializer(tool).data)

@@ -193,3 +193,13 @@ def test_the_platforms_own_marks_stay_one_step(demo):
     assert (change.trusted, change.changed_by, change.proposed_by) == (True, None, None)
     assert json.loads(change.body)["proposed_by"] is None
     assert not TrustProposal.objects.exists()
+
+
+def test_asking_to_trust_what_is_trusted_already_proposes_nothing(demo):
+    admin = _api(User.objects.get(username="admin"))
+    response = admin.patch("/api/v1/tools/calculator/", {"trusted_output": True}, format="json")
+    assert response.status_code == 200 and response.json()["trusted"] is True
+    source = _source()
+    ToolSource.objects.filter(pk=source.pk).update(trusted=True)
+    assert admin.patch("/api/v1/tool-sources/docs/", {"trusted": True}, format="json").status_code == 200
+    assert not TrustProposal.objects.exists() and Tool.objects.get(name="calculator").trusted_output is True
