@@ -76,10 +76,17 @@ TEST_LOGS ?= var/test-logs
 # Lint, the schema and the unit and API tests, in parallel: what a change needs before it is pushed.
 # Left for `make test`: tests marked slow (they start Django, a venv, npm or a live server of their
 # own) and the browser tests, as well as the durability suite, the fuzz and the benchmarks' smoke run.
+# ruff and the schema check run in the background beside the tests (their output in TEST_LOGS,
+# printed at the end, with each one's exit status); any of the three failing fails the target.
 check: install-test
-	$(PY) -m ruff check .
-	DJANGO_DEBUG=1 $(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow and not browser" --ignore=tests/browser
+	@mkdir -p $(TEST_LOGS)
+	@$(PY) -m ruff check . > $(TEST_LOGS)/ruff.log 2>&1 & lint=$$!; \
+	DJANGO_DEBUG=1 $(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null > $(TEST_LOGS)/schema.log 2>&1 & schema=$$!; \
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow and not browser" --ignore=tests/browser; t=$$?; \
+	wait $$lint; l=$$?; wait $$schema; c=$$?; \
+	echo; echo "=== ruff"; cat $(TEST_LOGS)/ruff.log; echo "=== schema check"; cat $(TEST_LOGS)/schema.log; \
+	echo; echo "ruff: exit $$l   schema check: exit $$c   pytest: exit $$t"; \
+	[ $$l -eq 0 ] && [ $$c -eq 0 ] && [ $$t -eq 0 ]
 
 # Everything: lint and the schema; then the durability suite, which mostly waits (leases, reconcilers,
 # workers starting), starts in the background while the main suite, which keeps both CPUs busy, runs
