@@ -46,16 +46,36 @@ def _callers_recorded(run: Run) -> set[str]:
         names = {run.snapshot_caller}
     else:
         names = {(run.snapshot or {}).get("caller", {}).get("username")}
+    names |= _first_event_names(str(run.pk))
+    return {name for name in names if isinstance(name, str) and name}
+
+
+# run id -> the names its run_created event gives. That event is append-only (runs.append_only:
+# the database refuses to change it), so what it says is read once a process: the request's
+# notice and its decision ask the same. Bounded; emptied when full.
+_FIRST_EVENT_NAMES: dict[str, frozenset] = {}
+_FIRST_EVENT_NAMES_LIMIT = 10_000
+
+
+def _first_event_names(run_id: str) -> frozenset:
+    if (kept := _FIRST_EVENT_NAMES.get(run_id)) is not None:
+        return kept
     # Ordered by seq alone: the model's default order starts with the run, which joins runs_run to
     # sort by the run's own ordering.
-    data = (RunEvent.objects.filter(run_id=run.pk, kind="run_created").order_by("seq")
+    data = (RunEvent.objects.filter(run_id=run_id, kind="run_created").order_by("seq")
             .values_list("data", flat=True).first())
-    if isinstance(data, dict) and isinstance(data.get("caller"), dict):
+    if not isinstance(data, dict):
+        return frozenset()  # not written yet (or not visible to this transaction): not kept
+    names = set()
+    if isinstance(data.get("caller"), dict):
         names.add(data["caller"].get("username"))
-    if isinstance(data, dict) and isinstance(data.get("origin"), dict):
+    if isinstance(data.get("origin"), dict):
         # A triggered run was asked what its trigger's author wrote: they may not approve it either (triggers/).
         names.update(data["origin"].get("set_up_by") or ())
-    return {name for name in names if isinstance(name, str) and name}
+    if len(_FIRST_EVENT_NAMES) >= _FIRST_EVENT_NAMES_LIMIT:
+        _FIRST_EVENT_NAMES.clear()
+    _FIRST_EVENT_NAMES[run_id] = kept = frozenset(names)
+    return kept
 
 
 def check_approval_decide(*, approval: ApprovalRequest, user) -> None:

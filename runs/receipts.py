@@ -15,7 +15,7 @@ from django.dispatch import Signal
 
 from governance.drafts import emergency_marks
 from runs import outcome_refusals, signing, witness
-from runs.approval_evidence import approval_extras
+from runs.approval_evidence import DECISION_ORDER, EXTRA_COLUMNS, add_extras
 from runs.models import ApprovalRequest, Receipt, Run
 from runs.standing import receipt_entries
 from runs.trace import trace_head_of
@@ -74,14 +74,20 @@ def approvals_where(**approval_filter) -> dict[str, list[dict]]:
     reads a chunk's by its receipts' seq range: a join, where an IN list of 2,000 run ids costs
     more to build than the query takes)."""
     found: dict[str, list[dict]] = {}
-    rows = (ApprovalRequest.objects.filter(**approval_filter).order_by("created_at", "id")
-            .values_list("run_id", *_approval_columns()))
-    extras = approval_extras(**approval_filter)  # quorum, each person's decision, escalation
-    for run_id, id_, tool, digest, role, status, decided_by, via, decided_at, reason in rows:
-        found.setdefault(str(run_id), []).append(
-            {"id": str(id_), "tool": tool, "arguments_sha256": digest, "approver_role": role, "decision": status,
-             "decided_by": decided_by, "decided_via": via, "decided_at": _iso(decided_at), "reason": reason}
-            | extras.get(str(id_), {}))
+    # One statement: each request joined with its decisions (quorum, each person's decision,
+    # escalation: runs.approval_evidence), the request's own columns taken from its first row.
+    columns = _approval_columns()
+    rows = (ApprovalRequest.objects.filter(**approval_filter).order_by("created_at", "id", *DECISION_ORDER)
+            .values_list("run_id", *columns, *EXTRA_COLUMNS))
+    listed: dict[str, dict] = {}
+    for run_id, *row in rows:
+        id_, tool, digest, role, status, decided_by, via, decided_at, reason = row[:len(columns)]
+        if str(id_) not in listed:
+            listed[str(id_)] = {"id": str(id_), "tool": tool, "arguments_sha256": digest, "approver_role": role,
+                                "decision": status, "decided_by": decided_by, "decided_via": via,
+                                "decided_at": _iso(decided_at), "reason": reason}
+            found.setdefault(str(run_id), []).append(listed[str(id_)])
+        add_extras(listed, str(id_), *row[len(columns):])
     return found
 
 
