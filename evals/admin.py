@@ -3,6 +3,7 @@ or recording is a proposal (evals.proposals: the actions below, or the API), app
 withdrawn on the proposals' page. Eval runs and their results are read there."""
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
@@ -62,7 +63,7 @@ class GoldenCaseAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         if change:  # the form is read-only then; a crafted POST does not save either
-            raise PermissionError("a golden case in force is changed by a proposal")
+            raise PermissionDenied("a golden case in force is changed by a proposal")
         super().save_model(request, obj, form, change)
         case_changed(obj, None, user=request.user)
 

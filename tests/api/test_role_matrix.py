@@ -169,9 +169,14 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     ("GET", "evals/cases/"):                        (401,  403,  403,  200,  200,  403),
     ("POST", "evals/cases/"):                       (401,  403,  403,  403,  201,  403),
     ("GET", "evals/cases/{case_id}/"):              (401,  403,  403,  200,  200,  403),
-    ("PATCH", "evals/cases/{case_id}/"):            (401,  403,  403,  403,  200,  403),
-    ("DELETE", "evals/cases/{case_id}/"):           (401,  403,  403,  403,  204,  403),
-    ("POST", "evals/cases/{case_id}/record/"):      (401,  403,  403,  403,  200,  403),  # governance admins record; 409 when the case would fail
+    ("PATCH", "evals/cases/{case_id}/"):            (401,  403,  403,  403,  202,  403),  # a proposal a second admin approves
+    ("DELETE", "evals/cases/{case_id}/"):           (401,  403,  403,  403,  202,  403),  # a proposal
+    ("POST", "evals/cases/{case_id}/record/"):      (401,  403,  403,  403,  202,  403),  # a proposal; 409 when the case would fail
+    ("GET", "evals/case-proposals/"):               (401,  403,  403,  200,  200,  403),
+    ("GET", "evals/case-proposals/{proposal_id}/"): (401,  403,  403,  200,  200,  403),
+    ("POST", "evals/case-proposals/{proposal_id}/approve/"):  (401, 403, 403, 403, 200, 403),  # proposed by another admin
+    ("POST", "evals/case-proposals/{proposal_id}/refuse/"):   (401, 403, 403, 403, 200, 403),
+    ("POST", "evals/case-proposals/{proposal_id}/withdraw/"): (401, 403, 403, 403, 200, 403),  # the admin's own
     ("GET", "evals/cases/{case_id}/versions/"):     (401,  403,  403,  200,  200,  403),
     ("GET", "evals/runs/"):                         (401,  403,  403,  200,  200,  403),
     ("POST", "evals/runs/"):                        (401,  403,  403,  201,  201,  403),  # runs in isolation: no run, no side effect
@@ -218,7 +223,7 @@ TARGETS = {
     "triggers": {"name": "trigger_name"},
     "hooks": {"trigger": "trigger_name"},
     "service-accounts": {"username": "service_account_name"},
-    "evals": {"case_id": "golden_case_id", "run_id": "eval_run_id"},
+    "evals": {"case_id": "golden_case_id", "run_id": "eval_run_id", "proposal_id": "case_proposal_id"},
     "review": {"rule_id": "sampling_rule_id", "item_id": "review_item_id"},
     "trust-proposals": {"pk": "trust_proposal_id"},
 }
@@ -231,6 +236,7 @@ TARGET_OVERRIDES = {
     ("POST", "tools/{name}/approve-change/"): {"name": "held_tool_name"},
     # Only its proposer withdraws a proposal: the admin's own.
     ("POST", "trust-proposals/{pk}/withdraw/"): {"pk": "own_trust_proposal_id"},
+    ("POST", "evals/case-proposals/{proposal_id}/withdraw/"): {"proposal_id": "own_case_proposal_id"},
 }
 
 SKILL_TEXT = """---
@@ -289,6 +295,9 @@ BODIES = {
                                "roles": ["operators"], "expected_status": "succeeded"},
     ("PATCH", "evals/cases/{case_id}/"): {"description": "changed by the matrix"},
     ("POST", "evals/cases/{case_id}/record/"): {},
+    ("POST", "evals/case-proposals/{proposal_id}/approve/"): {},
+    ("POST", "evals/case-proposals/{proposal_id}/refuse/"): {},
+    ("POST", "evals/case-proposals/{proposal_id}/withdraw/"): {},
     ("POST", "evals/runs/"): {"agent": "crm-assistant"},
     ("POST", "review/rules/"): {"name": "matrix-new-rule", "percentage": 10, "always": ["denial"]},
     ("PATCH", "review/rules/{rule_id}/"): {"note": "changed by the matrix"},
@@ -399,6 +408,24 @@ class World:
     def golden_case(self) -> GoldenCase:
         return GoldenCase.objects.create(agent=Agent.objects.get(slug="crm-assistant"), name="matrix-golden",
                                          input="List all accounts.", roles=["operators"], expected_status="succeeded")
+
+    @cached_property
+    def case_proposal(self):
+        """Disabling the matrix's golden case, proposed by a governance admin other than the admin persona."""
+        from evals.proposals import propose
+
+        other, _ = get_user_model().objects.get_or_create(username="matrix-gov-cases")
+        other.groups.add(Group.objects.get(name="governance-admins"))
+        return propose(self.golden_case, "update", user=other, changes={"enabled": False})
+
+    @cached_property
+    def own_case_proposal(self):
+        from evals.proposals import propose
+
+        return propose(self.golden_case, "delete", user=_user("admin"))
+
+    case_proposal_id = property(lambda self: self.case_proposal.pk)
+    own_case_proposal_id = property(lambda self: self.own_case_proposal.pk)
 
     @cached_property
     def eval_run(self) -> EvalRun:
@@ -618,6 +645,20 @@ def _assert_effect(world, method, route, persona, expected, response):
         assert (ToolSource.objects.get(name="matrix-py").timeout_seconds == 7) is allowed
     elif (method, route) == ("POST", "tool-sources/{name}/sync/"):
         assert Tool.objects.filter(tool_source__name="matrix-py").exists() is allowed
+    elif method == "POST" and route.startswith("evals/case-proposals/{proposal_id}/"):
+        from evals.models import GoldenCaseProposal
+
+        pk = world.own_case_proposal_id if route.endswith("withdraw/") else world.case_proposal_id
+        outcome = {"approve": "approved", "refuse": "refused", "withdraw": "withdrawn"}[route.rsplit("/", 2)[1]]
+        assert GoldenCaseProposal.objects.get(pk=pk).status == (outcome if allowed else "pending")
+        assert GoldenCase.objects.get(name="matrix-golden").enabled is not (allowed and outcome == "approved")
+    elif method in ("PATCH", "DELETE") and route == "evals/cases/{case_id}/":
+        from evals.models import GoldenCaseProposal
+
+        # A proposal (202) when allowed; either way the case itself is as it was.
+        assert GoldenCaseProposal.objects.filter(case=world.golden_case, kind={"PATCH": "update", "DELETE": "delete"}[method],
+                                                 status="pending").exists() is allowed
+        assert GoldenCase.objects.get(pk=world.golden_case_id).description == ""
     elif route.startswith("trust-proposals/{pk}/"):
         from agents.models import TrustProposal
 
