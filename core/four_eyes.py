@@ -11,6 +11,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from core.accounts import accounts_set_up_by
 from core.api_errors import Conflict, Forbidden
 from core.permissions import is_governance_admin
 
@@ -38,10 +39,16 @@ def check_second_admin(user, *, what: str, parties: list[tuple[object, str]], de
     if not is_governance_admin(user):
         raise Forbidden(f"only a governance admin may confirm {what}", details=details)
     taken = [(party, did) for party, did in parties if party is not None]
+    said = " and ".join(f"{name(party)} {did}" for party, did in taken)
     if any(party.pk == user.pk for party, _ in taken):
-        said = " and ".join(f"{name(party)} {did}" for party, did in taken)
         raise SecondAdminRequired(
             f"{what} needs a second governance admin: {said}; another governance admin must confirm it",
+            details=details)
+    # An account a party created, or put in its roles, in the workbench is that party's second pair of eyes.
+    if any(str(user.pk) in accounts_set_up_by(party.pk) for party, _ in taken):
+        raise SecondAdminRequired(
+            f"{what} needs a second governance admin: {said}, and {name(user)}'s account was set up (made, or "
+            f"its roles changed) by one of them; a governance admin they did not set up must confirm it",
             details=details)
 
 

@@ -125,3 +125,26 @@ def test_a_request_not_confirmed_in_time_expires_and_may_be_asked_again(admin, g
     assert activate(admin, failed_draft.pk, {"confirm_emergency": True}).status_code == 403  # the author
     third = factories.api_client(factories.governance_admin())
     assert activate(third, failed_draft.pk, {"confirm_emergency": True}).status_code == 200
+
+
+def test_an_admin_whose_account_the_asker_set_up_is_no_second_admin(admin, failed_draft):
+    """A superuser who makes a governance admin in the workbench (Django's admin log) and has it
+    confirm their own request is one person: refused, as a puppet approver is for runs."""
+    from django.contrib.admin.models import ADDITION, LogEntry
+    from django.contrib.auth import get_user_model
+    from django.contrib.contenttypes.models import ContentType
+
+    asker = get_user_model().objects.get(username="admin")
+    puppet = factories.governance_admin()
+    LogEntry.objects.create(user=asker, content_type=ContentType.objects.get_for_model(get_user_model()),
+                            object_id=str(puppet.pk), object_repr=puppet.username, action_flag=ADDITION,
+                            change_message="[]")
+    assert activate(admin, failed_draft.pk, {"emergency_reason": REASON}).status_code == 202
+    before = written()
+    refused = activate(factories.api_client(puppet), failed_draft.pk, {"confirm_emergency": True})
+    assert refused.status_code == 403, refused.json()
+    assert refused.json()["error"]["code"] == "second_admin_required"
+    assert "was set up" in refused.json()["error"]["message"]
+    assert written() == before
+    assert activate(factories.api_client(factories.governance_admin()), failed_draft.pk,
+                    {"confirm_emergency": True}).status_code == 200
