@@ -1,6 +1,7 @@
 """Proposed changes of golden cases (evals.proposals): read by whoever reads the golden set, decided
 by governance admins: approve (a different one than the proposer), refuse, or withdraw (the proposer)."""
 
+import django_filters
 from drf_spectacular.utils import extend_schema
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
@@ -12,11 +13,20 @@ from evals.models import GoldenCaseProposal
 from evals.permissions import ReadEvalsWriteGovernanceAdmin
 
 
+class ProposalFilter(django_filters.FilterSet):
+    # By id, not as a choice of existing cases: a case deleted since (or never made) lists nothing, not 400.
+    case = django_filters.NumberFilter(field_name="case_id")
+
+    class Meta:
+        model = GoldenCaseProposal
+        fields = ["status", "kind", "agent_slug", "case"]
+
+
 class ProposalListApi(PaginatedList, GenericAPIView):
     permission_classes = [ReadEvalsWriteGovernanceAdmin]
     serializer_class = ProposalSerializer
     queryset = GoldenCaseProposal.objects.select_related("proposed_by", "decided_by")
-    filterset_fields = ["status", "kind", "agent_slug", "case"]
+    filterset_class = ProposalFilter
 
     @extend_schema(operation_id="eval_case_proposals_list", summary="Proposed changes of golden cases, newest first",
                    responses=ProposalSerializer(many=True))

@@ -72,6 +72,9 @@ def test_another_admin_refuses_the_proposer_withdraws_and_neither_changes_the_ca
     assert (case.expected_status, case.input, case.version) == ("blocked", "What is Dana Whitfield's salary?", 1)
     listed = compliance.get(PROPOSALS, {"case": case.pk}).json()
     assert [p["status"] for p in listed["results"]] == ["withdrawn", "refused"]
+    # A case that is not there (deleted since, or never made) lists nothing rather than a 400.
+    unknown = compliance.get(PROPOSALS, {"case": 10**6})
+    assert (unknown.status_code, unknown.json()["results"]) == (200, [])
 
 
 def test_a_proposal_made_against_an_older_version_or_too_long_ago_is_not_applied(admin, governance_admin):
