@@ -88,42 +88,32 @@ check: install-test
 	echo; echo "ruff: exit $$l   schema check: exit $$c   pytest: exit $$t"; \
 	[ $$l -eq 0 ] && [ $$c -eq 0 ] && [ $$t -eq 0 ]
 
-# Everything: lint and the schema; then the durability suite, which mostly waits (leases, reconcilers,
-# workers starting), starts in the background while the main suite, which keeps both CPUs busy, runs
-# in the foreground; when the main suite ends, the other live parts run side by side (test-live).
-# Each background part's log is printed when it ends; any part failing fails the target, and every
-# part runs even when one before it failed.
-test: install-test browser-deps sandbox-deps bench-install
+# Everything: lint, the schema, the whole main suite in parallel, then the parts with servers of
+# their own side by side. Any part failing fails the target.
+test: install-test browser-deps sandbox-deps
 	$(PY) -m ruff check .
 	DJANGO_DEBUG=1 $(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
-	@mkdir -p $(TEST_LOGS)
-	@echo "test-services in the background beside test-main (output in $(TEST_LOGS)/test-services.log)"
-	@$(MAKE) --no-print-directory test-services > $(TEST_LOGS)/test-services.log 2>&1 & services=$$!; \
-	$(MAKE) --no-print-directory test-main; m=$$?; \
-	$(MAKE) --no-print-directory test-live LIVE_PARTS="bench-smoke fuzz prod-smoke"; l=$$?; \
-	wait $$services; s=$$?; \
-	echo; echo "=== test-services ($(TEST_LOGS)/test-services.log)"; cat $(TEST_LOGS)/test-services.log; \
-	echo; echo "test-main: exit $$m   test-live (bench-smoke fuzz prod-smoke): exit $$l   test-services: exit $$s"; \
-	[ $$m -eq 0 ] && [ $$l -eq 0 ] && [ $$s -eq 0 ]
+	$(MAKE) --no-print-directory test-main
+	$(MAKE) --no-print-directory test-live
 
 test-main: install-test
 	$(PY) -m pytest -n $(PYTEST_WORKERS)
 
 # The benchmarks' smoke run, the durability suite, the fuzz and the production smoke share nothing
-# (their own databases, Redis ports and servers), so they run at the same time (LIVE_PARTS: all four
-# unless told fewer; `make test` starts test-services earlier, beside the main suite). Each one's
-# output goes to its log in TEST_LOGS and is printed when all have ended; the target fails if any of
+# (their own databases, Redis ports and servers), so they run at the same time. Each one's output
+# goes to its log in TEST_LOGS and is printed when all four have ended; the target fails if any of
 # them failed.
-LIVE_PARTS ?= bench-smoke test-services fuzz prod-smoke
 test-live: install-test bench-install
 	@mkdir -p $(TEST_LOGS)
-	@echo "$(LIVE_PARTS) side by side (output in $(TEST_LOGS)/)"
-	@pids=""; for part in $(LIVE_PARTS); do \
-		$(MAKE) --no-print-directory $$part > $(TEST_LOGS)/$$part.log 2>&1 & pids="$$pids $$!"; done; \
-	failed=""; summary=""; set -- $$pids; for part in $(LIVE_PARTS); do \
-		wait $$1; rc=$$?; shift; summary="$$summary   $$part: exit $$rc"; [ $$rc -eq 0 ] || failed="$$failed $$part"; done; \
-	for part in $(LIVE_PARTS); do echo; echo "=== $$part ($(TEST_LOGS)/$$part.log)"; cat $(TEST_LOGS)/$$part.log; done; \
-	echo; echo "$$summary"; [ -z "$$failed" ]
+	@echo "bench-smoke, test-services, fuzz and prod-smoke side by side (output in $(TEST_LOGS)/)"
+	@$(MAKE) --no-print-directory bench-smoke > $(TEST_LOGS)/bench-smoke.log 2>&1 & bench=$$!; \
+	$(MAKE) --no-print-directory test-services > $(TEST_LOGS)/test-services.log 2>&1 & services=$$!; \
+	$(MAKE) --no-print-directory fuzz > $(TEST_LOGS)/fuzz.log 2>&1 & fuzz=$$!; \
+	$(MAKE) --no-print-directory prod-smoke > $(TEST_LOGS)/prod-smoke.log 2>&1 & prod=$$!; \
+	wait $$bench; b=$$?; wait $$services; s=$$?; wait $$fuzz; f=$$?; wait $$prod; p=$$?; \
+	for part in bench-smoke test-services fuzz prod-smoke; do echo; echo "=== $$part ($(TEST_LOGS)/$$part.log)"; cat $(TEST_LOGS)/$$part.log; done; \
+	echo; echo "bench-smoke: exit $$b   test-services: exit $$s   fuzz: exit $$f   prod-smoke: exit $$p"; \
+	[ $$b -eq 0 ] && [ $$s -eq 0 ] && [ $$f -eq 0 ] && [ $$p -eq 0 ]
 
 # Its scenarios mostly wait (for a lease to lapse, a reconciler to pass, a worker to start), so it runs in
 # more pytest-xdist processes than there are CPUs: each has its own Redis on TEST_REDIS_PORT + N, slow
