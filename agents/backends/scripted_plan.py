@@ -4,8 +4,8 @@ Records are of the kinds the tools take ids of: a property `account_id` makes "a
 the tool on offer that says the kind in its name and takes a `query` resolves a name to a record,
 one that says it and takes nothing lists them all. A property takes, by its name: `<kind>_id` a
 record's id, a resolver's `query` a record's name, another `query` (`q`, `topic`, `search`) a
-topic, `to` an address, `subject` and `body` a message's (from the tool's wording), `name` a name;
-a wording module may read others (FILLS: the calculator's `expression`). A fill is ready (values,
+topic, `to` an address, `name` a name; a wording module may read others (FILLS: the calculator's
+`expression`, an email's `subject` and `body`). A fill is ready (values,
 several to fan out over), wait (first make these lookups) or skip (and why); a call is as ready as
 its least ready argument.
 
@@ -252,8 +252,8 @@ class Plan:
 
     def value_for(self, tool: str, prop: str, scope: Scope) -> Fill:
         key = prop.lower()
-        if key in text.wording().fills:
-            return text.wording().fills[key](self, scope)
+        if key in text.wording().fills and (filled := text.wording().fills[key](self, tool, scope)):
+            return filled
         if key.endswith("_id") and key[:-3] in self.kinds:
             return self.record_ids(scope, tool, key[:-3])
         if key == "query" and (kind := next((k for k, resolver in self.resolvers.items() if resolver == tool), None)):
@@ -263,13 +263,11 @@ class Plan:
             return Fill("ready", [about]) if (about := text.topic(scope.text)) else skip("nothing to search for")
         if key in ADDRESS_PROPERTIES:
             return Fill("ready", list(scope.emails[:1])) if scope.emails else skip("no email address given")
-        if key in ("subject", "body") and scope.emails and tool in text.wording().messages:
-            return Fill("ready", [self.message(tool, scope.text, scope.emails[0])[key]])
         return Fill("ready", list(scope.entities[:1])) if key == "name" and scope.entities else skip(
             f"nothing to use for {prop}")
 
-    def message(self, tool: str, words: str, address: str) -> dict:
-        return text.wording().messages[tool](words, address, str((self.tools.get(tool) or {}).get("description") or ""))
+    def description(self, tool: str) -> str:
+        return str((self.tools.get(tool) or {}).get("description") or "")
 
     def fill_step(self, tool: str, scope: Scope) -> Fill:
         """Argument sets for one tool: every combination of the values found (fan-out)."""
@@ -286,16 +284,19 @@ class Plan:
     def fill_order(self, order: text.Order) -> Fill:
         if order.arguments is not None:
             return Fill("ready", [order.arguments])
-        if order.target_kind == "address" and order.tool in text.wording().messages:
-            return Fill("ready", [self.message(order.tool, order.text, order.target)])
-        if order.target_kind == "record":  # "delete the account Initech": of the kind the tool's name says
-            kind = next((kind for kind in self.kinds if text.stem(kind) in text.tool_words(order.tool)), None)
-            if re.fullmatch(text.ID, order.target) and re.fullmatch(self.patterns.get(kind, ".*"), order.target):
-                return Fill("ready", [{f"{kind or 'record'}_id": order.target}])
-            found = self.resolve(order.target, kind) if kind else skip(f"no way to look up {order.target!r}")
-            found.values = [{f"{kind}_id": record["id"]} for record in found.values]
-            return found
+        if order.fill:  # a wording module's phrase: it says how its target fills the call
+            return order.fill(self, order)
         return self.fill_step(order.tool, scope_of(order.text))  # a tool not on offer has no properties: {}
+
+    def fill_record(self, order: text.Order) -> Fill:
+        """An order's target as the record the call is about ("delete the account Initech"), of the
+        kind the tool's name says; a filler for wording modules' ORDERS."""
+        kind = next((kind for kind in self.kinds if text.stem(kind) in text.tool_words(order.tool)), None)
+        if re.fullmatch(text.ID, order.target) and re.fullmatch(self.patterns.get(kind, ".*"), order.target):
+            return Fill("ready", [{f"{kind or 'record'}_id": order.target}])
+        found = self.resolve(order.target, kind) if kind else skip(f"no way to look up {order.target!r}")
+        found.values = [{f"{kind}_id": record["id"]} for record in found.values]
+        return found
 
 
 def _text(content) -> str:

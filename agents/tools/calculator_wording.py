@@ -79,5 +79,5 @@ def calculated(call, said) -> str:
 
 
 ASKED = {"expression": wants_arithmetic}  # property -> does the request ask for a tool that takes it
-FILLS = {"expression": lambda plan, scope: calculation(plan, scope)[0]}  # property -> filler(plan, scope)
+FILLS = {"expression": lambda plan, tool, scope: calculation(plan, scope)[0]}  # property -> filler(plan, tool, scope)
 ANSWERS = {"calculator": calculated}

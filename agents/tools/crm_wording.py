@@ -2,28 +2,35 @@
 the knowledge search, agents/tools/knowledge.py); the calculator's words are in calculator_wording.
 
 Read by agents.backends.scripted_text.wording: which request words mean which tools' words, which
-phrases order an email or a deletion without naming the tool, how an email is worded, and how
-each tool's result reads in an answer. Pure: no ORM, no settings.
+phrases order an email or a deletion without naming the tool and how they fill the call, how an
+email's subject and body are worded, and how each tool's result reads in an answer. Pure: no ORM,
+no settings.
 """
 
 import re
 
-from agents.backends.scripted_plan import rows
+from agents.backends.scripted_plan import Fill, Plan, rows
 from agents.backends.scripted_text import ADDRESS, NAME, number_text, phrase_after, sentences
 
 # Request words (stems) that name what a tool or a record's field is about without using its words.
 SYNONYMS = {"risk": "health", "churn": "health", "churning": "health", "incident": "ticket", "issue": "ticket",
             "seat": "usage", "revenue": "arr"}
 _TARGET = rf"""(A-\d+|"[^"]+"|'[^']+'|{NAME}|[\w-]+)"""
-# (tool, pattern, what group 1 is: "address" or "record").
+
+
+def _email_order(plan, order) -> Fill:  # "email dana@example.com about ...": the whole email, to the address said
+    return Fill("ready", [email(order.text, order.target, plan.description(order.tool))])
+
+
+# (tool, pattern, filler(plan, order) of the call): group 1 is an address, or the record (id or name) to delete.
 ORDERS = (
     ("send_email", rf"(?i)\b(?:send|write|forward)\s+(?:an?\s+|the\s+)?(?:e-?mail|message|note)\s+to\s+({ADDRESS})",
-     "address"),
-    ("send_email", rf"(?i)\be-?mail\s+({ADDRESS})", "address"),
+     _email_order),
+    ("send_email", rf"(?i)\be-?mail\s+({ADDRESS})", _email_order),
     # Case matters for a name (a run of capitalised words) but not for the verb around it.
     ("delete_account", r"\b(?i:delete|remove)\s+(?i:the\s+)?(?i:account)\s+(?:(?i:named|called|for|of)\s+)?" + _TARGET,
-     "record"),
-    ("delete_account", rf"\b(?i:delete|remove)\s+(?i:the\s+)?({NAME})['’]s\s+(?i:account)\b", "record"),
+     Plan.fill_record),
+    ("delete_account", rf"\b(?i:delete|remove)\s+(?i:the\s+)?({NAME})['’]s\s+(?i:account)\b", Plan.fill_record),
 )
 
 
@@ -171,4 +178,15 @@ ANSWERS = {"get_account": get_account, "list_accounts": list_accounts, "get_usag
            "list_open_tickets": tickets, "search_knowledge": knowledge, "send_email": sent,
            "delete_account": deleted}
 SUMMARIES = {"compute_health_score": health}
-MESSAGES = {"send_email": email}  # tool -> composer(text, address, tool description) of a message's arguments
+
+
+def _email_part(key: str):
+    """A filler of an email's `subject` or `body`, worded for the first address the request gives."""
+    def fill(plan, tool, scope) -> Fill | None:
+        if tool == "send_email" and scope.emails:
+            return Fill("ready", [email(scope.text, scope.emails[0], plan.description(tool))[key]])
+        return None  # another tool's subject, or no address: the planner's own rules
+    return fill
+
+
+FILLS = {"subject": _email_part("subject"), "body": _email_part("body")}  # property -> filler(plan, tool, scope)

@@ -930,7 +930,8 @@ def test_the_demo_tools_words_come_from_the_wording_beside_them():
     assert set(words.answers) | set(words.summaries) == {tool["name"] for tool in demo_tools()}
     assert words.synonyms["churn"] == "health" and words.answers["send_email"] is crm_wording.sent
     assert {tool for tool, _, _ in words.orders} == {"send_email", "delete_account"}
-    assert words.answers["calculator"] is calculator_wording.calculated and set(words.fills) == {"expression"}
+    assert words.answers["calculator"] is calculator_wording.calculated
+    assert set(words.fills) == {"expression", "subject", "body"}  # the calculator's, then the email's
 
 
 def test_a_tool_it_has_never_seen_that_takes_an_expression_is_given_the_requests_arithmetic():
