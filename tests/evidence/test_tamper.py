@@ -335,7 +335,7 @@ def test_a_witness_down_while_runs_seal_is_caught_up_and_readyz_says_how_far_beh
     assert health["witness"]["sinks"]["file"]["behind_receipts"] == 0
 
     server = HTTPServer(("127.0.0.1", port), _Witness)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         _Witness.received = []

@@ -42,7 +42,7 @@ def http_witness(demo, settings):
     _Witness.received, _Witness.redirect = [], False
     server = HTTPServer(("127.0.0.1", 0), _Witness)  # a free port: other suites run beside this one
     _Witness.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     settings.WARRANT_WITNESS_FILE = ""
     settings.WARRANT_WITNESS_INTERVAL_SECONDS = 0

@@ -100,5 +100,5 @@ def serve(port: int) -> tuple[ThreadingHTTPServer, Receiver]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     return server, receiver

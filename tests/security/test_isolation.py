@@ -137,7 +137,7 @@ class _Sink(BaseHTTPRequestHandler):
 def loopback_sink():
     _Sink.seen = []
     server = HTTPServer(("127.0.0.1", 0), _Sink)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     yield server.server_address[1], _Sink.seen
     server.shutdown()
 

@@ -40,7 +40,7 @@ def tripwire():
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)  # a free port on loopback
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     hits.base = "http://127.0.0.1:%d" % server.server_address[1]
     yield hits

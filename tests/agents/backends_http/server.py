@@ -48,7 +48,8 @@ class ModelServer:
         self._httpd = _bind(self._handler())
         self.port = self._httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # shutdown() waits for the loop to next look at its flag: every poll_interval (0.5 s by default).
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._thread.start()
 
     def script(self, *replies) -> None:
