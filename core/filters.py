@@ -7,6 +7,7 @@ the unfiltered list, which a client reads as an answer to the question it asked.
 from datetime import UTC
 
 import django_filters
+from django import forms
 from django.core.exceptions import ValidationError as FieldError
 from django_filters.fields import IsoDateTimeField
 from django_filters.rest_framework import DjangoFilterBackend
@@ -51,3 +52,11 @@ class UtcIsoDateTimeField(IsoDateTimeField):
 
 class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
     field_class = UtcIsoDateTimeField
+
+
+class IntegerFilter(django_filters.NumberFilter):
+    """A whole number, refused (400) unless it lies between the filter's min_value and max_value:
+    NumberFilter takes any decimal (1e308 among them), and a number the column cannot hold fails in
+    the database with a 500."""
+
+    field_class = forms.IntegerField

@@ -2,20 +2,29 @@
 by governance admins: approve (a different one than the proposer), refuse, or withdraw (the proposer)."""
 
 import django_filters
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
 from core.api_views import PaginatedList, errors
+from core.filters import IntegerFilter
 from evals import proposals
 from evals.api_cases import ProposalSerializer
 from evals.models import GoldenCaseProposal
 from evals.permissions import ReadEvalsWriteGovernanceAdmin
 
 
+MAX_ID = 2**63 - 1  # the largest id a BigAutoField holds
+
+
+@extend_schema_field({"type": "integer", "minimum": 1, "maximum": MAX_ID})
+class CaseIdFilter(IntegerFilter):
+    pass
+
+
 class ProposalFilter(django_filters.FilterSet):
     # By id, not as a choice of existing cases: a case deleted since (or never made) lists nothing, not 400.
-    case = django_filters.NumberFilter(field_name="case_id")
+    case = CaseIdFilter(field_name="case_id", min_value=1, max_value=MAX_ID)
 
     class Meta:
         model = GoldenCaseProposal

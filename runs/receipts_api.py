@@ -4,7 +4,6 @@ import json
 from datetime import timezone
 
 import django_filters
-from django import forms
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -15,7 +14,7 @@ from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.generics import GenericAPIView, ListAPIView
 from rest_framework.response import Response
 
-from core.filters import UtcIsoDateTimeFilter
+from core.filters import IntegerFilter, UtcIsoDateTimeFilter
 from runs import selectors, signing
 from runs.access_log import receipt_access_record
 from runs.evidence import EvidenceAccessDenied, EvidencePeriodError, evidence_bundle_stream, evidence_period_bound
@@ -42,8 +41,8 @@ MAX_SEQ = 2_147_483_647  # a receipt's seq is a PositiveIntegerField
 
 
 @extend_schema_field({"type": "integer", "minimum": 0, "maximum": MAX_SEQ})
-class SeqFilter(django_filters.NumberFilter):
-    field_class = forms.IntegerField
+class SeqFilter(IntegerFilter):
+    pass
 
 
 class ReceiptFilter(django_filters.FilterSet):

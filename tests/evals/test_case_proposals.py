@@ -75,6 +75,10 @@ def test_another_admin_refuses_the_proposer_withdraws_and_neither_changes_the_ca
     # A case that is not there (deleted since, or never made) lists nothing rather than a 400.
     unknown = compliance.get(PROPOSALS, {"case": 10**6})
     assert (unknown.status_code, unknown.json()["results"]) == (200, [])
+    # Not a whole number, or one no id column holds: 400 with the reason, not a 500 from the database.
+    for bad in ("-1.7976931348623157e+308", "1.5", str(2**63), "0"):
+        refused = compliance.get(PROPOSALS, {"case": bad})
+        assert refused.status_code == 400 and "case" in refused.json()["error"]["details"], (bad, refused.content)
 
 
 def test_a_proposal_made_against_an_older_version_or_too_long_ago_is_not_applied(admin, governance_admin):
