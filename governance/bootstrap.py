@@ -27,6 +27,8 @@ GOVERNANCE_ADMIN_PERMISSIONS = [
     # Golden cases, and running them (evals.add_evalrun: who may run evals; compliance may by its role).
     "evals.add_goldencase", "evals.change_goldencase", "evals.delete_goldencase", "evals.view_goldencase",
     "evals.add_evalrun", "evals.view_evalrun", "evals.view_evalresult",
+    # The proposals a second governance admin confirms or refuses, in the workbench as over the API.
+    "agents.view_trustproposal", "evals.view_goldencaseproposal",
 ]
 # Policies about no particular tool or agent, which hold for every agent until a governance admin
 # edits or disables them. The demo adds its own (about its CRM tools) after these.
