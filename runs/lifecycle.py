@@ -152,7 +152,10 @@ def run_checkpoint(run: Run, worker: str, result: harness.StepResult) -> Run | N
             logger.warning("run %s: lease lost before step %s was saved; another worker has it", run.id, run.step)
             return None
         if finish is not None:
-            _after_finish(run, finish, now)
+            # A running run has no pending request: one is made only with the park, in its
+            # transaction, and the run leaves its park only once the request is closed (or ends
+            # with it cancelled, by run_finish). So no request is closed here.
+            _after_finish(run, finish, now, open_requests=False)
         elif isinstance(outcome, harness.Park):
             _park_or_finish(run, outcome)
     return run
@@ -302,9 +305,10 @@ def run_finish(run: Run, finish: harness.Finish) -> None:
     _after_finish(run, finish, now)
 
 
-def _after_finish(run: Run, finish: harness.Finish, now) -> None:
-    """In the transaction that ended the run: close its open requests and seal its receipt."""
-    if run.state["parks"]:  # a run that never parked has no approval requests
+def _after_finish(run: Run, finish: harness.Finish, now, *, open_requests: bool = True) -> None:
+    """In the transaction that ended the run: close its open requests and seal its receipt.
+    `open_requests`: False when the run ended from running, which leaves no request open."""
+    if open_requests and run.state["parks"]:  # a run that never parked has no approval requests
         ApprovalRequest.objects.filter(run=run, status=ApprovalRequest.Status.PENDING).update(
             status=ApprovalRequest.Status.CANCELLED, decided_at=now, reason=f"run ended {finish.status}")
     # The receipt seals the trace's head as this transaction wrote it (uncommitted, and sealed
