@@ -252,7 +252,7 @@ class Plan:
 
     def value_for(self, tool: str, prop: str, scope: Scope) -> Fill:
         key = prop.lower()
-        if key in text.wording().fills and (filled := text.wording().fills[key](self, tool, scope)):
+        if key in text.wording().fills and (filled := text.wording().fills[key](self, tool, scope)) is not None:
             return filled
         if key.endswith("_id") and key[:-3] in self.kinds:
             return self.record_ids(scope, tool, key[:-3])
