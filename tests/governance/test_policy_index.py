@@ -10,7 +10,7 @@ from governance.engine import PolicyEvaluationError, PolicyIndex
 from governance import keyword_index
 from governance.keyword_index import KeywordIndex
 from core.text import fold, normalize
-from tests.governance.test_engine import make
+from tests.governance.engine_specs import make
 
 
 def one_by_one(specs, *, agent, text, type_):
