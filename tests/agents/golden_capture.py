@@ -3,13 +3,13 @@
 Loaded with `-p`, it wraps `ScriptedBackend.complete` for the session only and, at the end, writes
 each distinct request with the response it got to the file named by WARRANT_SCRIPTED_GOLDEN. The
 requests are the real ones: the harness builds them with runs.context from the demo, the HTTP
-backends' loopback server rebuilds them from the wire, and tests/agents/test_scripted.py builds
+backends' loopback server rebuilds them from the wire, and tests/agents/test_scripted_*.py build
 them turn by turn. tests/agents/test_scripted_golden.py replays the file.
 
 Rewrite the file only when a change of the scripted model's answers is intended:
 
     WARRANT_SCRIPTED_GOLDEN=tests/agents/scripted_golden.json .venv/bin/python -m pytest \
-        -p tests.agents.golden_capture tests/agents tests/runs tests/security tests/admin/test_workbench.py
+        -p tests.agents.golden_capture tests/agents tests/runs tests/security tests/admin
 """
 
 import json

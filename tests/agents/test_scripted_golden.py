@@ -2,7 +2,7 @@
 
 tests/agents/scripted_golden.json holds the real requests of the demo (built by runs.context in
 the harness, rebuilt from the wire by the HTTP backends' loopback server, and the conversations
-of tests/agents/test_scripted.py), each with the full response: text, tool calls with their ids
+of tests/agents/test_scripted_*.py), each with the full response: text, tool calls with their ids
 and arguments, usage, rationale and the planned steps. tests/agents/golden_capture.py says how the
 file is written; rewrite it only when a change of the demo's answers is intended.
 """
