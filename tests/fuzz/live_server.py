@@ -1,0 +1,157 @@
+"""The fuzz's own Warrant: a throwaway SQLite database, the demo, and gunicorn on loopback.
+
+The database lives in a temporary directory (DATABASE_URL), migrated, with the demo loaded, a
+second operator `operator2` (role operators), API tokens for operator, operator2 and admin, and
+one tool source of each kind (TOOL_SOURCES). The server may start only `true` for an mcp_stdio
+source and import only tests.tools.pyfuncs for a python one (WARRANT_MCP_STDIO_COMMANDS,
+WARRANT_PYTHON_TOOL_MODULES), whatever the fuzzer sends. Gunicorn runs with DJANGO_DEBUG=0,
+throttles raised and its request-line limit lifted, so that long generated query strings reach
+Django instead of gunicorn's own HTML 414 page.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PASSWORD = "warrant-demo"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def server_env(tmp: Path) -> dict[str, str]:
+    env = {
+        key: value for key, value in os.environ.items()
+        # Nothing from the caller's Warrant/Django/Celery setup (the pytest pass sets DEBUG and a
+        # fast hasher; `make test-services` sets PostgreSQL and Redis): this server is embedded.
+        if not key.startswith(("DJANGO_", "WARRANT_", "DATABASE_", "CELERY_", "SCHEMATHESIS_"))
+    }
+    env.update({
+        "DATABASE_URL": f"sqlite:///{tmp / 'warrant.sqlite3'}",
+        "WARRANT_DATA_DIR": str(tmp),
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": "fuzz",
+        "WARRANT_RECEIPT_SIGNING_KEY": base64.b64encode(os.urandom(32)).decode(),  # production needs one
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        # Profiles the fuzzer creates and tests (POST model-profiles/{name}/test/) reach loopback only.
+        "WARRANT_MODEL_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        # Production refuses loopback for admin-supplied URLs; this server's sources and profiles
+        # live there (port 9 refuses), so loopback is the one private network it allows.
+        "WARRANT_EGRESS_PRIVATE_NETWORKS": "127.0.0.0/8,::1/128",
+        "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain HTTP on loopback; production redirects to TLS
+        "WARRANT_THROTTLE_RUN_CREATE": "100000/min",
+        "WARRANT_THROTTLE_APPROVAL_DECIDE": "100000/min",
+        "PYTHONUNBUFFERED": "1",
+        # Tool sources start programs and import modules: keep the fuzzer's to harmless ones.
+        "WARRANT_MCP_STDIO_COMMANDS": "true",
+        "WARRANT_PYTHON_TOOL_MODULES": "tests.tools.pyfuncs",
+    })
+    return env
+
+
+def _manage(env: dict[str, str], *args: str) -> str:
+    result = subprocess.run([sys.executable, "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"manage.py {' '.join(args[:1])} failed:\n{result.stdout}\n{result.stderr}")
+    return result.stdout
+
+
+PREPARE = """
+import json
+from django.core.management import call_command
+call_command("migrate", "--noinput", verbosity=0)
+call_command("load_demo", verbosity=0)
+from django.contrib.auth.models import Group, User
+from governance.tokens import token_issue
+peer, _ = User.objects.get_or_create(username="operator2")
+peer.set_password(%r)
+peer.save()
+peer.groups.add(Group.objects.get(name="operators"))
+from agents.models import Tool
+from agents.sources import tool_source_create
+tokens = {name: token_issue(user=User.objects.get(username=name), via="command", issued_by="fuzz")[1]
+          for name in ("operator", "operator2", "admin")}
+for values in %r:
+    tool_source_create(values=values)
+print(json.dumps({"tokens": tokens, "tools": sorted(Tool.objects.values_list("name", flat=True))}))
+"""
+
+# One tool source of each kind, so that reads, changes and syncs of tool sources meet real rows
+# (a generated name almost never names one). Each is as harmless as the server's allow-lists:
+# `true` exits at once, port 9 on loopback refuses, the document has no servers to call.
+TOOL_SOURCES = [
+    {"name": "fuzz-py", "kind": "python", "path": "tests.tools.pyfuncs", "timeout_seconds": 5},
+    {"name": "fuzz-stdio", "kind": "mcp_stdio", "command": ["true"], "timeout_seconds": 5},
+    {"name": "fuzz-http", "kind": "mcp_http", "url": "http://127.0.0.1:9/mcp", "timeout_seconds": 5},
+    {"name": "fuzz-doc", "kind": "openapi", "timeout_seconds": 5, "document": {
+        "openapi": "3.0.3", "info": {"title": "fuzz", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9/"}],
+        "paths": {"/notes/{id}": {"get": {"operationId": "read_note", "summary": "Read a note.", "parameters": [
+            {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}]}}}}},
+]
+
+
+def prepare_database(env: dict[str, str]) -> dict:
+    # Migrate, the demo, the peer, the tokens and the sources in one interpreter: each start of
+    # Django costs seconds.
+    output = _manage(env, "shell", "-c", PREPARE % (PASSWORD, TOOL_SOURCES))
+    prepared = json.loads(output.strip().splitlines()[-1])
+    prepared["tool_sources"] = [source["name"] for source in TOOL_SOURCES]
+    return prepared
+
+
+class Server:
+    def __init__(self, env: dict[str, str], logs: Path, port: int):
+        self.port = port
+        self.access_log = logs / "gunicorn-access.log"
+        self.error_log = logs / "gunicorn-error.log"
+        self.output = open(logs / "server-output.log", "w")  # Django's log (tracebacks of 500s)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "warrant.wsgi", "-b", f"127.0.0.1:{port}",
+             "--workers", "2", "--timeout", "120", "--graceful-timeout", "5",
+             # Long generated query strings must reach Django, not stop at gunicorn's HTML 414.
+             "--limit-request-line", "0",
+             "--access-logfile", str(self.access_log), "--error-logfile", str(self.error_log),
+             # Method, path, status, and whose token: requests per persona are counted from it.
+             "--access-logformat", '%(m)s %(U)s %(s)s "%({authorization}i)s"'],
+            cwd=REPO, env=env, stdout=self.output, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise SystemExit(f"gunicorn exited with {self.process.returncode}; see {self.error_log}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise SystemExit(f"gunicorn did not answer /healthz within {timeout:.0f}s")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(timeout=15)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.process.wait()
+        self.output.close()

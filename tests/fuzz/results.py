@@ -1,0 +1,69 @@
+"""Where a fuzz run's reports go, and what the server's access log says about the run.
+
+Every run gets a directory of its own under var/fuzz-results/ (the last five are kept, the newest
+linked as var/fuzz-results/latest), so two runs at once never mix their logs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def server_census(access_log: Path, tokens: dict[str, str]) -> tuple[Counter, list[str]]:
+    """Requests per persona and every 5xx the server answered, from gunicorn's access log."""
+    personas = {f"Token {key}": name for name, key in tokens.items()}
+    per_persona: Counter = Counter()
+    server_errors: list[str] = []
+    pattern = re.compile(r'^(\S+) (\S+) (\d{3}) "(.*)"$')
+    try:
+        lines = access_log.read_text(errors="replace").splitlines()
+    except OSError:
+        return per_persona, server_errors
+    scrubbed = []
+    for line in lines:
+        match = pattern.match(line)
+        if not match:
+            scrubbed.append(line)
+            continue
+        method, path, status, authorization = match.groups()
+        who = personas.get(authorization, "anonymous" if authorization == "-" else "invalid credentials")
+        per_persona[who] += 1
+        scrubbed.append(f"{method} {path} {status} {who}")
+        if status.startswith("5"):
+            server_errors.append(f"{status} {method} {path}")
+    # The log keeps who sent each request, not their (throwaway) tokens.
+    access_log.write_text("\n".join(scrubbed) + "\n")
+    return per_persona, server_errors
+
+
+def results_dir(chosen: Path | str | None) -> Path:
+    """A directory of this run's own, so that two runs at once never mix their logs."""
+    if chosen:
+        results = Path(chosen).resolve()
+        results.mkdir(parents=True, exist_ok=True)
+        for persona in ("operator", "admin"):  # only what an earlier run of this script wrote
+            shutil.rmtree(results / persona, ignore_errors=True)
+            (results / f"schemathesis-{persona}.log").unlink(missing_ok=True)
+        for name in ("gunicorn-access.log", "gunicorn-error.log", "server-output.log"):  # gunicorn appends
+            (results / name).unlink(missing_ok=True)
+        return results
+    root = REPO / "var" / "fuzz-results"
+    results = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    results.mkdir(parents=True)
+    runs = sorted(path for path in root.iterdir() if re.fullmatch(r"\d{8}-\d{6}-\d+", path.name))
+    for old in runs[:-5]:  # keep the last five runs' reports
+        shutil.rmtree(old, ignore_errors=True)
+    latest = root / "latest"
+    try:
+        latest.unlink(missing_ok=True)
+        latest.symlink_to(results.name)
+    except OSError:
+        pass  # a link is a convenience; the path is printed anyway
+    return results

@@ -1,0 +1,126 @@
+"""The Schemathesis configuration of one persona's pass: what it cannot know from the schema.
+
+Each setting says why it is there:
+  - no NUL bytes in strings (Django refuses them in every text field, by design);
+  - the names of demo objects (agent, tools, roles, model profile, a SKILL.md) for body fields
+    that must name an existing object, and of the tool sources for their paths; negative cases
+    still get schema-violating values;
+  - the persona's token, and its peers' for the object_level_authorization check (a WFC auth file);
+  - no revoking of the pass's own token, and no use_after_free for a retired skill, which stays
+    readable and editable by design.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCHEMATHESIS_CONFIG = """\
+[auth.wfc]
+path = "{wfc}"
+user = "{user}"
+{peers}
+
+# Every check. (Not `--checks all` on the command line: that is an override layer above the
+# per-operation settings below, and would switch use_after_free back on for retired skills.)
+[checks]
+enabled = true
+
+[generation]
+# Django refuses NUL in every text field ("Null characters are not allowed") and PostgreSQL
+# cannot store it; a JSON schema has no way to say so.
+allow-x00 = false
+
+# Names of objects that must exist: the schema can only say "a string". Positive cases use
+# these demo objects; negative cases still get schema-violating values.
+[dictionaries.agents]
+values = ["crm-assistant"]
+
+[dictionaries.tools]
+values = {tools}
+
+[dictionaries.roles]
+values = ["secops", "operators"]
+
+[dictionaries.profiles]
+values = ["scripted"]
+
+[dictionaries.skill_sources]
+values = [{new_skill}]
+
+[dictionaries.incident_summary]
+values = [{incident_summary}]
+
+[parameters]
+"body.agent" = {{ dictionary = "agents" }}
+"body.agents[*]" = {{ dictionary = "agents" }}
+"body.tool" = {{ dictionary = "tools" }}
+"body.tools[*]" = {{ dictionary = "tools" }}
+"body.target_tools[*]" = {{ dictionary = "tools" }}
+"body.role" = {{ dictionary = "roles" }}
+"body.approver_role" = {{ dictionary = "roles" }}
+"body.model_profile" = {{ dictionary = "profiles" }}
+"body.backend" = {{ dictionary = "profiles" }}
+"body.source" = {{ dictionary = "skill_sources" }}
+
+[dictionaries.tool_sources]
+values = {tool_sources}
+
+# A tool source is read, changed and synced by name: name the ones the database holds.
+[[operations]]
+include-name = "GET /api/v1/tool-sources/{{name}}/"
+parameters = {{ "path.name" = {{ dictionary = "tool_sources" }} }}
+
+[[operations]]
+include-name = "PATCH /api/v1/tool-sources/{{name}}/"
+parameters = {{ "path.name" = {{ dictionary = "tool_sources" }} }}
+
+[[operations]]
+include-name = "POST /api/v1/tool-sources/{{name}}/sync/"
+parameters = {{ "path.name" = {{ dictionary = "tool_sources" }} }}
+
+# A skill cannot be renamed: a new SKILL.md for a skill must carry that skill's name.
+[[operations]]
+include-name = "PATCH /api/v1/skills/{{name}}/"
+parameters = {{ "path.name" = "incident-summary", "body.source" = {{ dictionary = "incident_summary" }} }}
+
+# A pass authenticates with one token: revoking it (DELETE tokens/{{public_id}}/, which lists and
+# finds it) would turn the rest of the pass, and the peer isolation after it, into 401s.
+# Revocation is tested in tests/api/test_token_auth.py.
+[[operations]]
+include-name = "DELETE /api/v1/tokens/{{public_id}}/"
+enabled = false
+
+# DELETE retires a skill by design (skills/api.py: "status becomes retired ... while the row
+# (and the versions receipts name) stays readable"): reading it afterwards is not a use after free.
+[[operations]]
+include-name = "GET /api/v1/skills/{{name}}/"
+checks.use_after_free.enabled = false
+
+# ... and so is editing it: a retired skill's row is still there to PATCH (a DELETE, then an empty PATCH -> 200
+# found by the stateful phase on 2026-12-02).
+[[operations]]
+include-name = "PATCH /api/v1/skills/{{name}}/"
+checks.use_after_free.enabled = false
+"""
+
+
+def write_config(*, persona: str, peers: list[str], tokens: dict[str, str], tools: list[str],
+                 tool_sources: list[str], directory: Path) -> Path:
+    """Write the persona's WFC auth file and Schemathesis config into `directory`; the config's path."""
+    wfc = directory / f"auth-{persona}.json"
+    names = [persona, *[peer for peer in peers if peer != persona]]
+    wfc.write_text(json.dumps({"auth": [
+        {"name": name, "fixedHeaders": [{"name": "Authorization", "value": f"Token {tokens[name]}"}]}
+        for name in names
+    ]}))
+    config = directory / f"schemathesis-{persona}.toml"
+    incident_summary = (REPO / "skills" / "library" / "incident-summary" / "SKILL.md").read_text()
+    new_skill = incident_summary.replace("name: incident-summary", "name: fuzz-new-skill", 1)
+    config.write_text(SCHEMATHESIS_CONFIG.format(
+        wfc=wfc, user=persona, peers=f"peers = {json.dumps(peers)}" if len(peers) > 1 else "",
+        tools=json.dumps(tools), tool_sources=json.dumps(tool_sources), new_skill=json.dumps(new_skill),
+        incident_summary=json.dumps(incident_summary)))
+    return config

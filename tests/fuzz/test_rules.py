@@ -1,0 +1,30 @@
+"""The fuzz's drop rules (tests/fuzz/rules.py): which 400s of schema-valid data are not failures."""
+
+from tests.fuzz.rules import only_business_rules
+
+
+def test_it_drops_a_refusal_that_names_a_missing_object():
+    assert only_business_rules({"role": ["no role named 'x'"], "agent": ["unknown agent 'y'"]})
+
+
+def test_it_keeps_a_refusal_the_schema_could_state():
+    assert not only_business_rules({"role": ["Ensure this field has no more than 64 characters."]})
+
+
+def test_it_keeps_a_refusal_when_one_of_its_messages_is_not_a_rule():
+    assert not only_business_rules({"role": ["no role named 'x'", "Unknown field."]})
+
+
+def test_it_reads_a_list_fields_refusals_by_item_index():
+    assert only_business_rules({"tools": {"0": ["Unknown tool: x"], "2": ["Unknown tool: y"]}})
+    assert not only_business_rules({"tools": {"0": ["Unknown tool: x"], "1": ["Not a valid string."]}})
+
+
+def test_it_takes_the_evidence_bundle_rule_under_any_field():
+    assert only_business_rules({"status": ["A bundle holds every receipt of its period: drop the other filters."]})
+
+
+def test_it_keeps_an_empty_or_shapeless_refusal():
+    assert not only_business_rules({})
+    assert not only_business_rules(["no role named 'x'"])
+    assert not only_business_rules({"role": []})
