@@ -143,7 +143,7 @@ class ToolSourceDetailApi(GenericAPIView):
         values = dict(serializer.validated_data)
         trust = {k: values.pop(k) for k in ("trusted", "trust_reason") if k in values}
         with transaction.atomic():
-            source = sources.tool_source_update(source=source, values=values)
+            source = sources.tool_source_update(source=source, values=values, user=request.user)
             proposal = _trust(source, trust, request.user)
         if proposal is not None:
             return proposed(proposal)

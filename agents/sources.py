@@ -22,6 +22,7 @@ from agents.services import ENV_VAR_NAME, HTTP_URL, save_new, check_key_env_name
 from agents.tools.allowed import command_allowed, python_path_allowed, tool_egress_rule
 from agents.tools import mcp, openapi, pytools
 from agents.tools.deadline import ToolTimeout
+from agents.trust import tool_source_trust
 from core import egress
 from core.api_errors import Conflict
 
@@ -29,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 SOURCE_FIELDS = ("description", "command", "env_passthrough", "url", "document", "path", "base_url",
                  "auth_header", "auth_env", "timeout_seconds", "approver_role", "enabled")
+# What decides who answers for a source: a trust mark vouched for these, so a change of one untrusts it.
+REACH_FIELDS = ("command", "env_passthrough", "url", "document", "path", "base_url", "auth_header", "auth_env")
 HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 
 
@@ -132,13 +135,22 @@ def tool_source_create(*, values: dict, user=None) -> ToolSource:
 
 
 @transaction.atomic
-def tool_source_update(*, source: ToolSource, values: dict) -> ToolSource:
-    """Change how a source is reached; its tools are re-checked at the next sync (and at every call)."""
+def tool_source_update(*, source: ToolSource, values: dict, user=None) -> ToolSource:
+    """Change how a source is reached; its tools are re-checked at the next sync (and at every call).
+
+    A trusted source pointed elsewhere (another program, endpoint, document, module or credential)
+    is untrusted in the same transaction, recorded as `user`'s change (the platform's when None):
+    two governance admins vouched for what answered before, and one alone must not carry their mark
+    over to a server of their choosing. Trusting it again takes two, as the first time."""
     source = ToolSource.objects.select_for_update().get(pk=source.pk)
+    moved = [field for field in REACH_FIELDS if field in values and values[field] != getattr(source, field)]
     _apply(source, values)
     tool_source_check(source)
     source.full_clean()
     source.save()
+    if moved and source.trusted:
+        source = tool_source_trust(source=source, trusted=False, user=user, platform=user is None,
+                                   reason=f"untrusted on moving it: {', '.join(moved)} changed")
     return source
 
 
