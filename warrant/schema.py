@@ -7,10 +7,17 @@
 - A text field that is trimmed and may not be blank needs a non-space character, not just a
   length of one; a list that refuses repeats says so.
 - Query filters refuse an empty value (core.filters), so their strings have a minimum length.
+
+GET schema/ serves the public schema, which depends on the code and the settings alone, not on
+who asks: it is built once a process (SchemaBuiltOnce) instead of on every request.
 """
 
+from django.core.signals import setting_changed
 from django.core.validators import RegexValidator
+from django.dispatch import receiver
+from django.utils import translation
 from drf_spectacular.drainage import set_override
+from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
@@ -98,3 +105,24 @@ def document_errors(result, generator, request, public):
                 responses.setdefault(status, {"description": description,
                                               "content": {"application/json": {"schema": reference}}})
     return result
+
+
+class SchemaBuiltOnce(SchemaGenerator):
+    """The generator of GET schema/: the public schema, built once a process for each API version
+    and language (about a second of CPU each time otherwise, at any signed-in user's request).
+    The view renders the document and never changes it. `manage.py spectacular` builds afresh."""
+
+    built: dict[tuple, dict] = {}
+
+    def get_schema(self, request=None, public=False):
+        if not public:  # filtered by the asker's permissions: theirs alone
+            return super().get_schema(request=request, public=public)
+        key = (self.api_version or getattr(request, "version", None), translation.get_language())
+        if key not in self.built:
+            self.built[key] = super().get_schema(request=request, public=public)
+        return self.built[key]
+
+
+@receiver(setting_changed)
+def _settings_changed(**kwargs) -> None:
+    SchemaBuiltOnce.built.clear()  # a test's override_settings may change what the schema says

@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from warrant import health, metrics, pages
+from warrant.schema import SchemaBuiltOnce
 from core.api_errors import json_404, json_500
 
 api = [
@@ -14,7 +15,7 @@ api = [
     path("", include("review.urls")),
     path("", include("evals.urls")),
     path("", include("triggers.urls")),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("schema/", SpectacularAPIView.as_view(generator_class=SchemaBuiltOnce), name="schema"),
     # The split view serves its start-up script as a file: the content security policy allows no inline script.
     path("docs/", pages.ApiDocsView.as_view(url_name="schema"), name="docs"),
 ]
