@@ -10,7 +10,6 @@ outside the database, catches them. tests/services/test_evidence_pg.py runs the 
 import io
 import json
 import sqlite3
-import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
@@ -24,6 +23,7 @@ from runs import append_only, services, signing
 from runs.reconcile import run_reconcile
 from runs.models import ApprovalRequest, Receipt, ReceiptCheckpoint, Run, WitnessSink
 from runs.witness import checkpoint_head, witness_catch_up
+from tests import loopback
 from warrant_verify.jcs import canonicalize
 from warrant_verify.messages import receipt_hash, receipt_message
 
@@ -334,10 +334,7 @@ def test_a_witness_down_while_runs_seal_is_caught_up_and_readyz_says_how_far_beh
         "failing_since": None}
     assert health["witness"]["sinks"]["file"]["behind_receipts"] == 0
 
-    server = HTTPServer(("127.0.0.1", port), _Witness)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
+    with loopback.serving(_Witness, port=port):
         _Witness.received = []
         outcome = witness_catch_up()
         assert outcome["http"] == "delivered #3"
@@ -345,9 +342,6 @@ def test_a_witness_down_while_runs_seal_is_caught_up_and_readyz_says_how_far_beh
         (checkpoint,) = [c for c in _Witness.received if c["kind"] == "warrant.checkpoint"]
         assert checkpoint["seq"] == 3 and checkpoint["head"] == _receipt(3).hash
         assert client.get("/readyz").json()["witness"]["sinks"]["http"]["ok"] is True
-    finally:
-        server.shutdown()
-        server.server_close()
     call_command("verify_receipts")
     lines = [json.loads(line) for line in (tmp_path / "witness.jsonl").read_text().splitlines()]
     assert [c["seq"] for c in lines if c["kind"] == "warrant.checkpoint"] == [1, 2, 3]

@@ -4,8 +4,7 @@ checkpoint), it never follows a redirect (the witness's answer is final: a redir
 failure recorded and retried, not a second destination), and a host off the allow-list gets nothing."""
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from django.contrib.auth.models import User
@@ -13,6 +12,7 @@ from django.contrib.auth.models import User
 from runs import services
 from runs.models import Receipt, WitnessSink
 from runs.witness import witness_catch_up
+from tests import loopback
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,19 +40,13 @@ class _Witness(BaseHTTPRequestHandler):
 @pytest.fixture
 def http_witness(demo, settings):
     _Witness.received, _Witness.redirect = [], False
-    server = HTTPServer(("127.0.0.1", 0), _Witness)  # a free port: other suites run beside this one
-    _Witness.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    settings.WARRANT_WITNESS_FILE = ""
-    settings.WARRANT_WITNESS_INTERVAL_SECONDS = 0
-    settings.WARRANT_WITNESS_URL = f"http://127.0.0.1:{_Witness.port}/checkpoints"
-    settings.WARRANT_WITNESS_ALLOWED_HOSTS = ("127.0.0.1",)
-    try:
+    with loopback.serving(_Witness) as server:  # a free port: other suites run beside this one
+        _Witness.port = server.server_address[1]
+        settings.WARRANT_WITNESS_FILE = ""
+        settings.WARRANT_WITNESS_INTERVAL_SECONDS = 0
+        settings.WARRANT_WITNESS_URL = f"http://127.0.0.1:{_Witness.port}/checkpoints"
+        settings.WARRANT_WITNESS_ALLOWED_HOSTS = ("127.0.0.1",)
         yield _Witness
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _seal() -> Receipt:

@@ -7,6 +7,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 
+from tests import loopback
+
 
 @dataclass
 class Span:
@@ -100,5 +102,5 @@ def serve(port: int) -> tuple[ThreadingHTTPServer, Receiver]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    loopback.start(server)
     return server, receiver

@@ -18,7 +18,7 @@ from runs import notify, services
 from runs.approvals import approval_decide
 from runs.models import NoticeRetry, Run
 from runs.notify_retry import MAX_ATTEMPTS, retry_due, wait_after
-from tests import factories
+from tests import factories, loopback
 from tests.runs.test_notify import PUBLIC, _parked, _public_url, _user  # noqa: F401 (_public_url: its autouse fixture)
 from tests.runs.test_notify_webhook import Receiver
 
@@ -157,18 +157,12 @@ def test_two_reconcilers_send_a_retry_once(demo, settings, django_capture_on_com
 
 @pytest.fixture
 def receiver(settings):
-    import threading
-
-    server = Receiver(0)  # a port the system picks: two of these tests may run at once under xdist
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    settings.WARRANT_NOTIFY_WEBHOOK_URL = f"http://127.0.0.1:{server.server_address[1]}/warrant"
-    settings.WARRANT_NOTIFY_WEBHOOK_SECRET = "s3cret-for-the-receiver"
-    settings.WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS = ("127.0.0.1",)
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    # A port the system picks: two of these tests may run at once under xdist.
+    with loopback.running(Receiver(0)) as server:
+        settings.WARRANT_NOTIFY_WEBHOOK_URL = f"http://127.0.0.1:{server.server_address[1]}/warrant"
+        settings.WARRANT_NOTIFY_WEBHOOK_SECRET = "s3cret-for-the-receiver"
+        settings.WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS = ("127.0.0.1",)
+        yield server
 
 
 def test_a_webhook_that_failed_is_posted_again(demo, receiver, django_capture_on_commit_callbacks):

@@ -4,7 +4,6 @@ checks the signature the way a receiver would, with its own HMAC."""
 import hashlib
 import hmac
 import json
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -13,6 +12,7 @@ from django.contrib.auth import get_user_model
 
 from runs import notify, notify_webhook, services
 from runs.models import ApprovalRequest, Run
+from tests import loopback
 
 pytestmark = pytest.mark.django_db
 
@@ -46,17 +46,12 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def receiver(settings):
-    server = Receiver()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    settings.WARRANT_NOTIFY_WEBHOOK_URL = f"http://127.0.0.1:{server.port}/warrant"
-    settings.WARRANT_NOTIFY_WEBHOOK_SECRET = SECRET
-    settings.WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS = ("127.0.0.1",)
-    settings.WARRANT_PUBLIC_URL = "https://warrant.example.test"
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    with loopback.running(Receiver()) as server:
+        settings.WARRANT_NOTIFY_WEBHOOK_URL = f"http://127.0.0.1:{server.port}/warrant"
+        settings.WARRANT_NOTIFY_WEBHOOK_SECRET = SECRET
+        settings.WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS = ("127.0.0.1",)
+        settings.WARRANT_PUBLIC_URL = "https://warrant.example.test"
+        yield server
 
 
 def _parked(capture) -> ApprovalRequest:

@@ -8,8 +8,7 @@ import socket
 import sys
 import tempfile
 import textwrap
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from agents.tools import mcp_pool, sandbox
 from agents.tools.dispatcher import dispatch
 from agents.tools.envelopes import ToolContext
 from core import egress
+from tests import loopback
 
 CTX = ToolContext(run_id="test", caller="operator")
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,10 +136,8 @@ class _Sink(BaseHTTPRequestHandler):
 @pytest.fixture
 def loopback_sink():
     _Sink.seen = []
-    server = HTTPServer(("127.0.0.1", 0), _Sink)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    yield server.server_address[1], _Sink.seen
-    server.shutdown()
+    with loopback.serving(_Sink) as server:
+        yield server.server_address[1], _Sink.seen
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:{port}", "http://localhost:{port}", "http://169.254.169.254",

@@ -3,8 +3,7 @@
 import csv
 import io
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -13,6 +12,7 @@ from django.test import Client
 from runs import services
 from runs.models import ApprovalRequest
 from runs.receipts_export import neutralise
+from tests import loopback
 from tests.runs.helpers import run_script
 from tests.security.test_approval_binding import EMAIL
 
@@ -39,13 +39,9 @@ def tripwire():
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)  # a free port on loopback
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    hits.base = "http://127.0.0.1:%d" % server.server_address[1]
-    yield hits
-    server.shutdown()
-    server.server_close()
+    with loopback.serving(Handler) as server:  # a free port on loopback
+        hits.base = "http://127.0.0.1:%d" % server.server_address[1]
+        yield hits
 
 
 def _admin() -> Client:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
+from tests import loopback
+
 
 @dataclass
 class Reply:
@@ -48,16 +50,13 @@ class ModelServer:
         self._httpd = _bind(self._handler())
         self.port = self._httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        # shutdown() waits for the loop to next look at its flag: every poll_interval (0.5 s by default).
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-        self._thread.start()
+        loopback.start(self._httpd)
 
     def script(self, *replies) -> None:
         self.replies.extend(replies)
 
     def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        loopback.stop(self._httpd)
 
     def _next(self, seen: Seen) -> Reply:
         with self._lock:
