@@ -12,10 +12,28 @@ from agents.models import Tool
 from agents.sources import tool_change_diff
 from agents.api_trust import TrustProposalSerializer, proposed
 from agents.trust import tool_trust, trust_propose
+from core.api_errors import Conflict
 from core.api_fields import StrictSerializer
 from core.api_views import PaginatedList, errors
 from core.approver_roles import StaffedRoleField
 from core.permissions import ReadAnyRoleWriteGovernanceAdmin
+
+
+class SideEffectDeclared(Conflict):
+    """A person asked to declare a side-effecting tool read-only."""
+
+    code = "side_effect_declared"
+
+
+def _check_side_effect(tool: Tool, values: dict) -> None:
+    # A side effect is what the tainted-run rule, the secret and look-alike checks, skill contracts,
+    # the outbox and the eval sandbox hang on: lifting it frees more than a trust mark does, which
+    # takes two governance admins. Read-only is the tool's code's or its source's word, not a person's.
+    if values.get("side_effect") is False and tool.side_effect:
+        raise SideEffectDeclared(
+            f"{tool.name} is declared side-effecting and no one may declare it read-only here: that would lift "
+            "the approval every tainted run's call of it needs; its registration or its source decides it",
+            details={"side_effect": tool.name})
 
 
 class ToolOutputSerializer(serializers.ModelSerializer):
@@ -67,7 +85,9 @@ class ToolDetailApi(GenericAPIView):
         """What an admin may change about a tool; name, schema and handler come from its source."""
 
         enabled = serializers.BooleanField(required=False, help_text="Disabled tools are never shown to a model.")
-        side_effect = serializers.BooleanField(required=False)
+        side_effect = serializers.BooleanField(
+            required=False, help_text="true declares that the tool changes the world; false is refused (409 "
+                                      "side_effect_declared) for a tool declared side-effecting.")
         description = serializers.CharField(required=False)
         timeout_seconds = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
         requires_approval = serializers.BooleanField(
@@ -108,6 +128,7 @@ class ToolDetailApi(GenericAPIView):
         reason = values.pop("trust_reason", "")
         proposal = None
         with transaction.atomic():
+            _check_side_effect(Tool.objects.select_for_update().get(pk=tool.pk), values)  # as it is, locked
             # Through agents.trust, which records who changed it: untrusted at once, trusted proposed.
             if "trusted_output" in values:
                 if not values.pop("trusted_output"):
