@@ -7,7 +7,6 @@ used. Screenshots of every page land in var/screenshots/ (not committed).
 """
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -58,8 +57,9 @@ def browser():
 
 @pytest.fixture(scope="session")
 def screenshots():
-    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
-    SCREENSHOTS.mkdir(parents=True)
+    # Each shot overwrites the last one of its name. Not emptied first: pytest-xdist processes
+    # start their sessions side by side, and one would delete the folder another writes to.
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     return SCREENSHOTS
 
 

@@ -196,7 +196,8 @@ def test_a_governance_admin_edits_a_skill_md_and_reads_its_history(page):
     page.shot("16b-skill-history")
 
 
-def test_the_other_workbench_pages_render(page):
+def test_the_other_workbench_pages_render(page, api):
+    assert _start(api, "Delete the account Initech.")["status"] == "awaiting_approval"  # for the index's panel
     page.login("admin")
     for name, path, expect in [
         ("14-roles-and-grants", "/admin/governance/role/overview/", "Tool by role"),
