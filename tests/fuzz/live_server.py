@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,7 +32,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def server_env(tmp: Path) -> dict[str, str]:
+def server_env(data_dir: Path) -> dict[str, str]:
+    """The environment of a server whose database and data live in `data_dir` (made here)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
     env = {
         key: value for key, value in os.environ.items()
         # Nothing from the caller's Warrant/Django/Celery setup (the pytest pass sets DEBUG and a
@@ -39,8 +42,8 @@ def server_env(tmp: Path) -> dict[str, str]:
         if not key.startswith(("DJANGO_", "WARRANT_", "DATABASE_", "CELERY_", "SCHEMATHESIS_"))
     }
     env.update({
-        "DATABASE_URL": f"sqlite:///{tmp / 'warrant.sqlite3'}",
-        "WARRANT_DATA_DIR": str(tmp),
+        "DATABASE_URL": f"sqlite:///{data_dir / 'warrant.sqlite3'}",
+        "WARRANT_DATA_DIR": str(data_dir),
         "DJANGO_DEBUG": "0",
         "DJANGO_SECRET_KEY": "fuzz",
         "WARRANT_RECEIPT_SIGNING_KEY": base64.b64encode(os.urandom(32)).decode(),  # production needs one
@@ -111,9 +114,20 @@ def prepare_database(env: dict[str, str]) -> dict:
     return prepared
 
 
+def copy_server_env(env: dict[str, str], data_dir: Path) -> dict[str, str]:
+    """The environment of a second server on a copy of the first one's prepared data.
+
+    Same signing key, so the demo's receipts still verify; same tokens, as they live in the copied
+    database. Each server's writes stay its own.
+    """
+    shutil.copytree(env["WARRANT_DATA_DIR"], data_dir)
+    return {**env, "DATABASE_URL": f"sqlite:///{data_dir / 'warrant.sqlite3'}", "WARRANT_DATA_DIR": str(data_dir)}
+
+
 class Server:
     def __init__(self, env: dict[str, str], logs: Path, port: int):
         self.port = port
+        self.base = f"http://127.0.0.1:{port}"
         self.access_log = logs / "gunicorn-access.log"
         self.error_log = logs / "gunicorn-error.log"
         self.output = open(logs / "server-output.log", "w")  # Django's log (tracebacks of 500s)

@@ -1,53 +1,90 @@
-"""One Schemathesis pass as one persona, and what its report says.
+"""One persona's Schemathesis pass: two `schemathesis run` commands against the live schema.
 
-A pass runs `schemathesis run` against the live schema (loaded with the persona's token) with
-every check and every phase (examples, coverage, fuzzing, stateful), the hooks of
-tests/fuzz/hooks.py, and JUnit, JSON and NDJSON reports in the persona's results directory.
+Every check, every phase, and each command ends when its work is done or its clock runs out:
+  - "coverage": the examples phase (the schema's own) and the coverage phase (every case the schema
+    defines, for every operation: thousands a persona), cut by `--coverage-time`. Schemathesis keeps
+    no time for phases that follow in another command, so the whole cap goes to coverage.
+  - "fuzzing": the fuzzing phase (`--max-examples` generated cases per operation) and the stateful
+    phase (`--stateful-examples` chains of requests following the schema's links), each once. Run
+    in the same command, the stateful phase infers links from the fuzzing phase's responses. With a
+    time budget (`--operator-time`, `--admin-time`) Schemathesis repeats both until it is spent.
+In one command with a budget, Schemathesis would hold two thirds of it back for fuzzing and stateful
+and then repeat them until the clock ends, however little is new; without one, coverage runs to
+its end. The hooks of tests/fuzz/hooks.py apply; JUnit, JSON and NDJSON reports go to
+<results>/<persona>/<command>/, the output of both commands to <results>/schemathesis-<persona>.log.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
+import threading
 import time
-from collections import Counter
 from pathlib import Path
 
+from tests.fuzz.pass_report import merge_parts, read_part
 from tests.fuzz.rules import DROPS_ENV
 from tests.fuzz.schemathesis_config import write_config
 
 HOOKS = Path(__file__).resolve().with_name("hooks.py")
+# Command name -> the phases it runs.
+COMMANDS = {"coverage": "examples,coverage", "fuzzing": "fuzzing,stateful"}
 
-# Failure code -> the Schemathesis check that reports it.
-CHECK_OF_CODE = {
-    "ST101": "not_a_server_error", "ST102": "not_a_server_error", "ST103": "status_code_conformance",
-    "ST104": "content_type_conformance", "ST105": "content_type_conformance", "ST106": "content_type_conformance",
-    "ST107": "response_headers_conformance", "ST108": "response_schema_conformance",
-    "ST109": "response_schema_conformance", "ST110": "response_schema_conformance",
-    "ST111": "response_schema_conformance", "ST112": "max_response_time", "ST201": "negative_data_rejection",
-    "ST202": "positive_data_acceptance", "ST203": "missing_required_header", "ST204": "unsupported_method",
-    "ST205": "allow_header_conformance", "ST301": "use_after_free", "ST302": "ensure_resource_availability",
-    "ST401": "ignored_auth", "ST402": "object_level_authorization",
-}
+_running: set[subprocess.Popen] = set()
+_running_lock = threading.Lock()
+
+
+def stop_all() -> None:
+    """Kill every Schemathesis still running: the run was interrupted."""
+    with _running_lock:
+        for process in _running:
+            if process.poll() is None:
+                process.kill()
 
 
 def run_pass(*, base: str, persona: str, tokens: dict[str, str], peers: list[str], tools: list[str],
              tool_sources: list[str], tmp: Path, results: Path, args: argparse.Namespace) -> dict:
-    """Run Schemathesis as `persona` against the server at `base`; the pass's summary."""
+    """Run both commands as `persona` against the server at `base`; the pass's summary."""
     config = write_config(persona=persona, peers=peers, tokens=tokens, tools=tools, tool_sources=tool_sources,
-                          directory=tmp)
-    report_dir = results / persona
+                          max_examples=args.max_examples, stateful_examples=args.stateful_examples, directory=tmp)
+    budget = args.operator_time if persona == "operator" else args.admin_time
+    print(f"\n=== schemathesis as {persona}" + (f" (peers: {', '.join(peers)})" if len(peers) > 1 else "")
+          + f": coverage for at most {args.coverage_time}s, then "
+          + (f"fuzzing and stateful for {budget}s" if budget else
+             f"{args.max_examples} fuzzing cases per operation and {args.stateful_examples} stateful scenarios")
+          + ", all checks (use_after_free off for GET and PATCH skills/{name}/ only) ===", flush=True)
+    log_path = results / f"schemathesis-{persona}.log"
+    drops = results / persona / "dropped.jsonl"
+    started = time.monotonic()
+    parts = []
+    with open(log_path, "w") as log:
+        for name, time_limit in (("coverage", args.coverage_time), ("fuzzing", budget)):
+            report_dir = results / persona / name
+            command = _command(base=base, token=tokens[persona], config=config, phases=COMMANDS[name],
+                               time_limit=time_limit, report_dir=report_dir, args=args)
+            log.write(f"$ schemathesis run --phases {COMMANDS[name]}\n")
+            log.flush()
+            exit_code = _run(command, cwd=tmp, drops=drops, log=log, verbose=args.verbose)
+            parts.append(read_part(name, report_dir, exit_code))
+    summary = merge_parts(parts, drops)
+    summary.update(persona=persona, seconds=time.monotonic() - started, log=str(log_path))
+    return summary
+
+
+def _command(*, base: str, token: str, config: Path, phases: str, time_limit: int | None, report_dir: Path,
+             args: argparse.Namespace) -> list[str]:
+    report_dir.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable, "-m", "schemathesis.cli", "--config-file", str(config),
         "run", f"{base}/api/v1/schema/",
+        # Two passes start at once, each on a cold server: the first schema request can take longer
+        # than Schemathesis' 10 s for loading it, so it retries for up to two minutes.
+        "--wait-for-schema", "120",
         # The schema itself needs a logged-in user.
-        "--header", f"Authorization: Token {tokens[persona]}",
-        "--phases", "examples,coverage,fuzzing,stateful",
-        "--max-examples", str(args.max_examples),
-        "--max-time", str(args.operator_time if persona == "operator" else args.admin_time),
+        "--header", f"Authorization: Token {token}",
+        "--phases", phases,
         "--workers", str(args.workers),
         "--request-timeout", "60",
         "--generation-database", "none",
@@ -58,91 +95,28 @@ def run_pass(*, base: str, persona: str, tokens: dict[str, str], peers: list[str
         "--report-ndjson-path", str(report_dir / "events.ndjson"),
         "--no-color",
     ]
+    if time_limit:
+        command += ["--max-time", str(time_limit)]
     if args.seed is not None:
         command += ["--seed", str(args.seed)]
-    report_dir.mkdir(parents=True, exist_ok=True)
-    drops = report_dir / "dropped.jsonl"
+    return command
+
+
+def _run(command: list[str], *, cwd: Path, drops: Path, log, verbose: bool) -> int:
     env = {**os.environ, "SCHEMATHESIS_HOOKS": str(HOOKS), DROPS_ENV: str(drops)}
-    print(f"\n=== schemathesis as {persona}" + (f" (peers: {', '.join(peers)})" if len(peers) > 1 else "")
-          + f": budget {command[command.index('--max-time') + 1]}s, all checks"
-          + " (use_after_free off for GET and PATCH skills/{name}/ only) ===", flush=True)
-    started = time.monotonic()
-    with open(report_dir.parent / f"schemathesis-{persona}.log", "w") as log:
-        process = subprocess.Popen(command, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True)
-        assert process.stdout is not None
-        try:
-            for line in process.stdout:
-                log.write(line)
-                if args.verbose:
-                    sys.stdout.write(line)
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with _running_lock:
+        _running.add(process)
+    assert process.stdout is not None
+    try:
+        for line in process.stdout:
+            log.write(line)
+            if verbose:
+                sys.stdout.write(line)
+        return process.wait()
+    finally:
+        if process.poll() is None:  # interrupted: take Schemathesis down with us
+            process.kill()
             process.wait()
-        finally:
-            if process.poll() is None:  # interrupted: take Schemathesis down with us
-                process.kill()
-                process.wait()
-    summary = _read_report(report_dir / "report.json")
-    summary["dropped_by_reason"] = _drops_by_reason(drops)
-    summary.update(persona=persona, exit_code=process.returncode, seconds=time.monotonic() - started,
-                   log=str(report_dir.parent / f"schemathesis-{persona}.log"))
-    return summary
-
-
-def _drops_by_reason(path: Path) -> Counter:
-    try:
-        return Counter(json.loads(line)["reason"] for line in path.read_text().splitlines() if line.strip())
-    except OSError:
-        return Counter()
-
-
-def _read_report(path: Path) -> dict:
-    try:
-        document = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {"missing_report": True}
-    operations = document.get("operations") or {}
-    cases = document.get("test_cases") or {}
-    return {
-        "operations_tested": operations.get("tested", 0),
-        "operations_selected": operations.get("selected", 0),
-        "operations_errored": operations.get("errored", 0),
-        "test_cases": cases.get("generated", 0),
-        "unique_failures": cases.get("unique_failures", 0),
-        "dropped": document.get("filtered") or 0,
-        "failures": [
-            {"code": item["code"], "title": item["title"], "check": CHECK_OF_CODE.get(item["code"], item["type"]),
-             "count": item["count"], "operations": item["operations"]}
-            for item in document.get("failures", [])
-        ],
-        "errors": document.get("errors", []),
-        "phases": {name: phase["status"] for name, phase in (document.get("phases") or {}).items()},
-        "seed": document.get("seed"),
-        "complete": document.get("complete"),
-        "warnings": {name: items for name, items in (document.get("warnings") or {}).items() if items},
-    }
-
-
-def print_pass(summary: dict) -> None:
-    print(f"--- {summary['persona']}: exit {summary['exit_code']}, {summary['seconds']:.0f}s, seed {summary.get('seed')}")
-    if summary.get("missing_report"):
-        print(f"    no JSON report was written; see {summary['log']}")
-        return
-    print(f"    operations tested: {summary['operations_tested']}/{summary['operations_selected']}"
-          f" (errored: {summary['operations_errored']})")
-    print(f"    test cases: {summary['test_cases']}, unique failures: {summary['unique_failures']},"
-          f" dropped: {summary['dropped']} ({_reasons(summary.get('dropped_by_reason'))})")
-    print(f"    phases: {', '.join(f'{name} {status}' for name, status in summary['phases'].items())}")
-    if not summary["failures"]:
-        print("    failures by check: none")
-    for failure in summary["failures"]:
-        print(f"    FAIL {failure['code']} {failure['title']} [{failure['check']}]: {failure['count']}"
-              f" in {', '.join(failure['operations'])}")
-    for error in summary["errors"]:
-        print(f"    ERROR {error['title']}: {error['count']}")
-    for name, items in summary["warnings"].items():
-        if isinstance(items, list):
-            print(f"    warning {name}: {len(items)} operation(s)")
-
-
-def _reasons(counts: Counter | None) -> str:
-    return ", ".join(f"{reason} {count}" for reason, count in sorted((counts or {}).items())) or "none"
+        with _running_lock:
+            _running.discard(process)

@@ -48,11 +48,9 @@ def results_dir(chosen: Path | str | None) -> Path:
     if chosen:
         results = Path(chosen).resolve()
         results.mkdir(parents=True, exist_ok=True)
-        for persona in ("operator", "admin"):  # only what an earlier run of this script wrote
+        for persona in ("operator", "admin"):  # only what an earlier run of this script wrote (gunicorn appends)
             shutil.rmtree(results / persona, ignore_errors=True)
             (results / f"schemathesis-{persona}.log").unlink(missing_ok=True)
-        for name in ("gunicorn-access.log", "gunicorn-error.log", "server-output.log"):  # gunicorn appends
-            (results / name).unlink(missing_ok=True)
         return results
     root = REPO / "var" / "fuzz-results"
     results = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"

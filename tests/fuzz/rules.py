@@ -91,8 +91,10 @@ BUSINESS_RULES = {
     "delete": r"^a deletion names the policy it deletes$",
     "values": r"^(a deletion carries no values|the values the policy would have)$",
     "emergency_reason": r"^state why this cannot wait for a passing golden set$",
-    # A second governance admin confirms the emergency another asked for, with no reason of their own.
-    "confirm_emergency": r"^confirm the reason asked for, or ask with a reason; not both$",
+    # A second governance admin confirms the emergency another asked for, with no reason of their own
+    # (governance.drafts_api for a policy draft, skills.api for a skill's emergency activation).
+    "confirm_emergency": r"^(confirm the reason asked for, or ask with a reason; not both"
+                         r"|one governance admin asks \(emergency_reason\) and another confirms: not both at once)$",
     # governance.engine.validate: what each policy type needs besides its own fields.
     "non_field_errors": r"^(an? [a-z_ ]+ needs |an output formatter's content must contain \{answer\}$|invalid regex: "
                         # governance.engine.approval_routing_problems: quorum and escalation together.

@@ -3,23 +3,26 @@
 
     .venv/bin/python tests/fuzz/run_schemathesis.py        (or just tests/fuzz/run_schemathesis.py)
 
-1. A fresh SQLite database with the demo, a second operator and tokens, served by gunicorn on a
-   free loopback port (tests/fuzz/live_server.py).
-2. `schemathesis run http://127.0.0.1:<port>/api/v1/schema/` (tests/fuzz/passes.py), twice:
+1. A fresh SQLite database with the demo, a second operator and tokens, and a copy of it; each
+   served by its own gunicorn on a free loopback port (tests/fuzz/live_server.py).
+2. `schemathesis run http://127.0.0.1:<port>/api/v1/schema/` (tests/fuzz/passes.py) as two personas
+   at once, each against its own server:
      - as `operator`, with `operator2` as its WFC peer, so the `object_level_authorization` check
        replays the operator's reads as operator2;
-     - as governance admin `admin` (after the operator pass: the admin pass rewrites policies,
-       roles and grants).
-   All 14 checks (`[checks] enabled = true`), every phase (examples, coverage, fuzzing, stateful), at most
-   `--max-examples` cases per operation per round and a time budget per pass. Schemathesis is told
-   only what it cannot know from the schema (tests/fuzz/schemathesis_config.py, tests/fuzz/hooks.py
-   and the rules no schema can state in tests/fuzz/rules.py), each for a stated reason.
-3. tests/fuzz/peer_isolation.py between the two passes: operator2 gets 404 on operator's runs,
-   events, receipts, verifications, cancels and approval decisions (writes included, which
-   Schemathesis does not replay as a peer).
+     - as governance admin `admin`, whose pass rewrites policies, roles and grants (on its own copy
+       of the database, so the operator's pass never meets them).
+   All 14 checks (`[checks] enabled = true`) and every phase: examples and coverage (at most
+   `--coverage-time` seconds), then fuzzing (`--max-examples` cases per operation) and stateful
+   (`--stateful-examples` scenarios of linked requests), each once unless a time budget is given.
+   Schemathesis is told only what it cannot know from the schema (tests/fuzz/schemathesis_config.py,
+   tests/fuzz/hooks.py and the rules no schema can state in tests/fuzz/rules.py), each for a
+   stated reason.
+3. tests/fuzz/peer_isolation.py after the operator's pass, on its server: operator2 gets 404 on
+   operator's runs, events, receipts, verifications, cancels and approval decisions (writes
+   included, which Schemathesis does not replay as a peer).
 4. Reports (JUnit XML, JSON, NDJSON events, server logs) in the results directory
    (default a new var/fuzz-results/<time>-<pid>/, linked as var/fuzz-results/latest), counts
-   printed, server stopped.
+   printed (requests per phase, stateful links tried and followed), servers stopped.
 
 Exit status 0 only when no pass found a failure of any check, no pass errored, the server
 answered no request with a 5xx and the peer isolation check passed.
@@ -33,6 +36,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -41,9 +45,14 @@ REPO = Path(__file__).resolve().parents[2]
 if __package__ in (None, ""):  # run as a script: the tests package lives at the repository root
     sys.path.insert(0, str(REPO))
 
-from tests.fuzz.live_server import Server, free_port, prepare_database, server_env  # noqa: E402
-from tests.fuzz.passes import print_pass, run_pass  # noqa: E402
+from tests.fuzz.live_server import Server, copy_server_env, free_port, prepare_database, server_env  # noqa: E402
+from tests.fuzz.pass_report import print_pass  # noqa: E402
+from tests.fuzz.passes import run_pass, stop_all  # noqa: E402
 from tests.fuzz.results import results_dir, server_census  # noqa: E402
+
+# Persona -> the identities its pass authenticates as (the first is its own; the others are
+# object_level_authorization peers, who must not reach its objects).
+PEERS = {"operator": ["operator", "operator2"], "admin": ["admin"]}
 
 
 def _reexec_in_venv() -> None:
@@ -59,18 +68,50 @@ def _reexec_in_venv() -> None:
 
 
 
+def _lane(*, persona: str, peers: list[str], base: str, tokens: dict[str, str], tools: list[str],
+          tool_sources: list[str], tmp: Path, results: Path, args: argparse.Namespace, outcome: dict) -> None:
+    """One persona's pass on its own server (and, for the operator, the peer isolation check after it)."""
+    try:
+        outcome[persona] = run_pass(base=base, persona=persona, tokens=tokens, peers=peers, tools=tools,
+                                    tool_sources=tool_sources, tmp=tmp, results=results, args=args)
+    except Exception as exc:  # reported as a pass without a report, so the run fails
+        outcome[persona] = {"persona": persona, "missing_report": True, "exit_code": None, "error": repr(exc)}
+        print(f"the {persona} pass could not run: {exc!r}", flush=True)
+        return
+    if persona != "operator":
+        return
+    from tests.fuzz import peer_isolation  # httpx: only once in the venv
+
+    try:
+        report = peer_isolation.check(f"{base}/api/v1", tokens["operator"], tokens["operator2"])
+        outcome["peer isolation"] = (report.checks, report.failures)
+    except Exception as exc:  # the companion could not even set up its objects
+        outcome["peer isolation"] = (0, [f"peer isolation could not run: {exc!r}"])
+
+
+def _seconds(name: str) -> int | None:
+    return int(os.environ[name]) if os.environ.get(name) else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    # The run `make test` makes: every operation, both personas and the peer isolation check, with
-    # fewer generated cases per operation than a long run would (FUZZ_MAX_EXAMPLES=50 and budgets of
-    # 600 s, say). Every pass has run all 57 operations through the coverage phase, which is not cut
-    # by --max-examples, well inside these budgets; they stop a pass that would go on much longer.
+    # The run `make test` makes: every operation through every phase, both personas and the peer
+    # isolation check. The coverage phase alone would send thousands of cases a persona (6,149 as
+    # operator, most of them refused with 403 before any validation), so it has a cap; fuzzing and
+    # stateful run once and end when done, so a loaded machine makes them slower rather than
+    # thinner. A longer run raises the numbers (FUZZ_COVERAGE_SECONDS=600, FUZZ_MAX_EXAMPLES=50,
+    # FUZZ_STATEFUL_EXAMPLES=200) or gives budgets (FUZZ_OPERATOR_SECONDS=600), within which
+    # Schemathesis repeats the fuzzing and stateful phases.
     parser.add_argument("--max-examples", type=int, default=int(os.environ.get("FUZZ_MAX_EXAMPLES", "10")),
-                        help="test cases per operation per fuzzing round (default 10)")
-    parser.add_argument("--operator-time", type=int, default=int(os.environ.get("FUZZ_OPERATOR_SECONDS", "120")),
-                        help="time budget of the operator pass in seconds (default 120)")
-    parser.add_argument("--admin-time", type=int, default=int(os.environ.get("FUZZ_ADMIN_SECONDS", "100")),
-                        help="time budget of the admin pass in seconds (default 100)")
+                        help="generated test cases per operation in the fuzzing phase (default 10)")
+    parser.add_argument("--coverage-time", type=int, default=int(os.environ.get("FUZZ_COVERAGE_SECONDS", "45")),
+                        help="time cap of each pass's coverage phase in seconds (default 45)")
+    parser.add_argument("--stateful-examples", type=int, default=int(os.environ.get("FUZZ_STATEFUL_EXAMPLES", "30")),
+                        help="scenarios of linked requests in the stateful phase (default 30)")
+    parser.add_argument("--operator-time", type=int, default=_seconds("FUZZ_OPERATOR_SECONDS"),
+                        help="time budget of the operator pass in seconds (default none: each phase once)")
+    parser.add_argument("--admin-time", type=int, default=_seconds("FUZZ_ADMIN_SECONDS"),
+                        help="time budget of the admin pass in seconds (default none: each phase once)")
     # One worker: with two threads, CPython 3.11's AST builder (used while Schemathesis generates)
     # now and then raised "SystemError: AST constructor recursion depth mismatch" (CPython
     # gh-106905, a thread-state bug), an error of the tool and not of the API.
@@ -86,50 +127,60 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     results = results_dir(args.results_dir)
     tmp = Path(tempfile.mkdtemp(prefix="warrant-fuzz-"))
-    env = server_env(tmp)
-    print(f"database and config: {tmp}\nresults: {results}", flush=True)
-    prepared = prepare_database(env)
+    envs = {"operator": server_env(tmp / "operator")}
+    print(f"databases and config: {tmp}\nresults: {results}", flush=True)
+    prepared = prepare_database(envs["operator"])
     tokens, tools, sources = prepared["tokens"], prepared["tools"], prepared["tool_sources"]
+    # The admin pass rewrites policies, roles and grants: on a server of its own, it can run beside
+    # the operator pass and the peer isolation check without changing what they meet.
+    envs["admin"] = copy_server_env(envs["operator"], tmp / "admin")
     print(f"demo loaded, operator2 created, tokens for {', '.join(tokens)} ({time.monotonic() - started:.0f}s)")
 
-    port = free_port()
-    server = Server(env, results, port)
-    base = f"http://127.0.0.1:{port}"
-    passes: list[dict] = []
-    peer_failures: list[str] = []
-    peer_checks = 0
+    servers: dict[str, Server] = {}
+    outcome: dict = {}
     try:
-        server.wait_ready()
-        print(f"gunicorn serving on {base}", flush=True)
-        passes.append(run_pass(base=base, persona="operator", tokens=tokens, peers=["operator", "operator2"],
-                               tools=tools, tool_sources=sources, tmp=tmp, results=results, args=args))
-        print_pass(passes[-1])
-
-        from tests.fuzz import peer_isolation  # httpx: only once in the venv
-
-        try:
-            report = peer_isolation.check(f"{base}/api/v1", tokens["operator"], tokens["operator2"])
-            peer_checks, peer_failures = report.checks, report.failures
-        except Exception as exc:  # the companion could not even set up its objects
-            peer_failures = [f"peer isolation could not run: {exc!r}"]
-        print(f"\n=== peer isolation (operator's objects, operator2's token): {peer_checks} checks,"
-              f" {len(peer_failures)} failures ===")
-        for failure in peer_failures:
-            print(f"    FAIL {failure}")
-
-        passes.append(run_pass(base=base, persona="admin", tokens=tokens, peers=["admin"],
-                               tools=tools, tool_sources=sources, tmp=tmp, results=results, args=args))
-        print_pass(passes[-1])
+        for persona, env in envs.items():
+            (results / persona).mkdir(parents=True, exist_ok=True)
+            servers[persona] = Server(env, results / persona, free_port())
+        for persona, server in servers.items():
+            server.wait_ready()
+            print(f"gunicorn for {persona} serving on {server.base}", flush=True)
+        lanes = [threading.Thread(target=_lane, daemon=True, kwargs=dict(
+            persona=persona, peers=PEERS[persona], base=servers[persona].base, tokens=tokens, tools=tools,
+            tool_sources=sources, tmp=tmp, results=results, args=args, outcome=outcome)) for persona in PEERS]
+        for lane in lanes:
+            lane.start()
+        for lane in lanes:
+            lane.join()
     finally:
-        server.stop()
+        stop_all()
+        for server in servers.values():
+            server.stop()
         if not args.keep_tmp:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    per_persona, server_errors = server_census(server.access_log, tokens)
+    passes = [outcome[persona] for persona in PEERS if persona in outcome]
+    for summary in passes:
+        print()
+        print_pass(summary)
+    peer_checks, peer_failures = outcome.get("peer isolation", (0, ["peer isolation did not run"]))
+    print(f"\n=== peer isolation (operator's objects, operator2's token): {peer_checks} checks,"
+          f" {len(peer_failures)} failures ===")
+    for failure in peer_failures:
+        print(f"    FAIL {failure}")
+
+    per_persona: Counter = Counter()
+    server_errors: list[str] = []
+    for persona, server in servers.items():
+        requests, errors = server_census(server.access_log, tokens)
+        per_persona.update(requests)
+        server_errors += [f"{line} ({persona}'s server)" for line in errors]
     print("\n=== summary ===")
     print("requests served: " + ", ".join(f"{name} {count}" for name, count in per_persona.most_common()))
     print("operations tested: " + ", ".join(f"{p['persona']} {p.get('operations_tested', 0)}" for p in passes))
     print("test cases: " + ", ".join(f"{p['persona']} {p.get('test_cases', 0)}" for p in passes))
+    print("stateful links tried: " + ", ".join(f"{p['persona']} {p.get('links_tried', 0)} of {p.get('links_total', 0)}"
+                                               f" ({p.get('links_applied', 0)} followed)" for p in passes))
     by_check: Counter = Counter()
     for summary in passes:
         for failure in summary.get("failures", []):
@@ -140,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in sorted(set(server_errors))[:20]:
         print(f"    {line}")
     if server_errors:
-        print(f"    tracebacks: {results / 'server-output.log'}")
+        print(f"    tracebacks: {results}/<persona>/server-output.log")
     print(f"peer isolation failures: {len(peer_failures)}")
     print(f"reports: {results}")
     print(f"total time: {time.monotonic() - started:.0f}s")

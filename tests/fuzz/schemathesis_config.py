@@ -32,6 +32,14 @@ enabled = true
 # Django refuses NUL in every text field ("Null characters are not allowed") and PostgreSQL
 # cannot store it; a JSON schema has no way to say so.
 allow-x00 = false
+# Cases per operation in the fuzzing phase. Here and not on the command line, which would
+# override the stateful phase's own number below as well.
+max-examples = {max_examples}
+
+# Scenarios of the stateful phase, each a chain of up to six requests where a response's ids
+# feed the next request: a few seconds per ten of them.
+[phases.stateful.generation]
+max-examples = {stateful_examples}
 
 # Names of objects that must exist: the schema can only say "a string". Positive cases use
 # these demo objects; negative cases still get schema-violating values.
@@ -108,7 +116,7 @@ checks.use_after_free.enabled = false
 
 
 def write_config(*, persona: str, peers: list[str], tokens: dict[str, str], tools: list[str],
-                 tool_sources: list[str], directory: Path) -> Path:
+                 tool_sources: list[str], max_examples: int, stateful_examples: int, directory: Path) -> Path:
     """Write the persona's WFC auth file and Schemathesis config into `directory`; the config's path."""
     wfc = directory / f"auth-{persona}.json"
     names = [persona, *[peer for peer in peers if peer != persona]]
@@ -122,5 +130,5 @@ def write_config(*, persona: str, peers: list[str], tokens: dict[str, str], tool
     config.write_text(SCHEMATHESIS_CONFIG.format(
         wfc=wfc, user=persona, peers=f"peers = {json.dumps(peers)}" if len(peers) > 1 else "",
         tools=json.dumps(tools), tool_sources=json.dumps(tool_sources), new_skill=json.dumps(new_skill),
-        incident_summary=json.dumps(incident_summary)))
+        incident_summary=json.dumps(incident_summary), max_examples=max_examples, stateful_examples=stateful_examples))
     return config

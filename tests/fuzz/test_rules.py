@@ -7,6 +7,12 @@ def test_it_drops_a_refusal_that_names_a_missing_object():
     assert only_business_rules({"role": ["no role named 'x'"], "agent": ["unknown agent 'y'"]})
 
 
+def test_it_drops_asking_for_and_confirming_an_emergency_at_once():
+    assert only_business_rules({"confirm_emergency": ["confirm the reason asked for, or ask with a reason; not both"]})
+    assert only_business_rules({"confirm_emergency": [
+        "one governance admin asks (emergency_reason) and another confirms: not both at once"]})
+
+
 def test_it_keeps_a_refusal_the_schema_could_state():
     assert not only_business_rules({"role": ["Ensure this field has no more than 64 characters."]})
 
