@@ -86,7 +86,8 @@ BUSINESS_RULES = {
     "schedule": r"^(unknown time zone |a schedule has a cron expression or an interval, one of them$|the interval is at "
                 r"least one second$|cron|only a schedule trigger has a cron expression or an interval$)",
     "payload_schema": r"^not a JSON schema: ",
-    "service_account": r"^'.*' is not a service account$",
+    # The name is quoted as Python's repr quotes it: in double quotes when it holds a single quote.
+    "service_account": r"""^('.*'|".*") is not a service account$""",
     # governance.drafts: a deletion names its policy and carries no values; an emergency states its reason.
     "delete": r"^a deletion names the policy it deletes$",
     "values": r"^(a deletion carries no values|the values the policy would have)$",

@@ -13,6 +13,11 @@ def test_it_drops_asking_for_and_confirming_an_emergency_at_once():
         "one governance admin asks (emergency_reason) and another confirms: not both at once"]})
 
 
+def test_it_reads_a_name_quoted_either_way():
+    assert only_business_rules({"service_account": ["'ops-bot' is not a service account"]})
+    assert only_business_rules({"service_account": ['"o\'brien" is not a service account']})
+
+
 def test_it_keeps_a_refusal_the_schema_could_state():
     assert not only_business_rules({"role": ["Ensure this field has no more than 64 characters."]})
 
