@@ -4,14 +4,16 @@ A call the gate refuses gets an error envelope the model reads; one that needs a
 run (or, decided, runs or is denied); one it allows runs. The batch ends when its calls are done,
 the tool budget is spent, or a call parks. Run `read_only` (in the step of the model call that
 asked for them, runs.harness), the batch also ends, with the rest left pending for a step of its
-own, before the first call that has a side effect or that the gate does not allow.
+own, before the first call that has a side effect or that the gate refuses; a read-only call that
+needs a human parks the run in that same step (the call was made just now: no one can have
+decided it yet).
 """
 
 import hashlib
 import json
 
 from agents.tools.envelopes import error as error_envelope
-from governance.gate import Allowed, NeedsApproval, Refused, RunFacts, gate
+from governance.gate import NeedsApproval, Refused, RunFacts, gate
 from governance.screening import screen, screen_known, screen_value
 from governance.taint import UNTRUSTED
 from runs import budget, context, provenance
@@ -55,8 +57,8 @@ def run_tools(state: RunState, snapshot: dict, deps: Deps, events: list, *, run_
         digest = call_digest(run_id=run_id, step=call["step"], tool=call["name"], arguments=call["arguments"])
         decision = decisions.get(decision_key(call["id"], digest)) if decisions else None
         verdict = gate(call, snapshot, _facts(state, snapshot, deps, decisions, asked=decision is not None))
-        if read_only and not isinstance(verdict, Allowed):
-            return Continue()  # decided again, with the run's decisions, in the batch's own step
+        if read_only and isinstance(verdict, Refused):
+            return Continue()  # refused again, in the batch's own step
         if isinstance(verdict, Refused):
             if _refuse(state, events, call, verdict):
                 return unusable_twice(verdict.reason)

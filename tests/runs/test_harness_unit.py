@@ -250,15 +250,16 @@ def test_a_state_of_an_unknown_version_is_refused():
         RunState.from_json(harness.initial_state("Hi.") | {"version": 2})
 
 
-def test_a_read_only_call_that_needs_a_person_is_not_run_with_the_model_call():
-    """Only calls the gate allows go with the model call; one that waits parks in its own step."""
+def test_a_read_only_call_that_needs_a_person_parks_the_model_calls_step_unrun():
+    """A call made just now cannot have been decided: it parks in the step of the model call that
+    asked for it, one checkpoint instead of two, and nothing runs."""
     reads = PolicySpec(id=9, name="reads-need-secops", type="tool_approval", version=1,
                        target_tools=("get_account",), approver_role="secops").to_dict()
     snap, tools = snapshot(policies=[reads]), Tools()
     model = Model([("get_account", {"account_id": "A-1"})])
     first = step(harness.initial_state("Show A-1."), snap, deps(model, tools))
-    assert isinstance(first.outcome, harness.Continue) and tools.ran == [] and len(first.state["pending"]) == 1
-    assert isinstance(step(first.state, snap, deps(model, tools)).outcome, harness.Park) and tools.ran == []
+    assert isinstance(first.outcome, harness.Park) and first.outcome.tool == "get_account" and tools.ran == []
+    assert [kind for kind, _ in first.events][-1] == "model_call" and len(first.state["pending"]) == 1
 
 
 def test_the_calls_after_one_the_gate_refuses_wait_for_the_batch_step():
