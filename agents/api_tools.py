@@ -25,6 +25,23 @@ class SideEffectDeclared(Conflict):
     code = "side_effect_declared"
 
 
+class DescribedBySource(Conflict):
+    """A person asked to rewrite a discovered tool's description, which its source gives."""
+
+    code = "described_by_source"
+
+
+def _check_fixed(tool: Tool, values: dict) -> None:
+    """Refuse what no one may change by a PATCH: a declared side effect, a discovered tool's words."""
+    _check_side_effect(tool, values)
+    if tool.tool_source_id and values.get("description", tool.description) != tool.description:
+        # Half of the tool's approved fingerprint: the model would read words no one approved, a later
+        # sync would find nothing changed, and a re-approval's diff would be against the rewrite.
+        raise DescribedBySource(
+            f"{tool.name}'s description is what its source {tool.tool_source.name} says, as approved; it changes "
+            "only at the source (the tool is then held until re-approved)", details={"description": tool.name})
+
+
 def _check_side_effect(tool: Tool, values: dict) -> None:
     # A side effect is what the tainted-run rule, the secret and look-alike checks, skill contracts,
     # the outbox and the eval sandbox hang on: lifting it frees more than a trust mark does, which
@@ -88,7 +105,9 @@ class ToolDetailApi(GenericAPIView):
         side_effect = serializers.BooleanField(
             required=False, help_text="true declares that the tool changes the world; false is refused (409 "
                                       "side_effect_declared) for a tool declared side-effecting.")
-        description = serializers.CharField(required=False)
+        description = serializers.CharField(
+            required=False,
+            help_text="Built-in tools only: a discovered tool's is its source's (409 described_by_source).")
         timeout_seconds = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
         requires_approval = serializers.BooleanField(
             required=False, help_text="Every call waits for the approver role, whatever the policies say.")
@@ -128,7 +147,8 @@ class ToolDetailApi(GenericAPIView):
         reason = values.pop("trust_reason", "")
         proposal = None
         with transaction.atomic():
-            _check_side_effect(Tool.objects.select_for_update().get(pk=tool.pk), values)  # as it is, locked
+            _check_fixed(Tool.objects.select_related("tool_source").select_for_update(of=("self",)).get(pk=tool.pk),
+                         values)  # as it is now, locked
             # Through agents.trust, which records who changed it: untrusted at once, trusted proposed.
             if "trusted_output" in values:
                 if not values.pop("trusted_output"):
