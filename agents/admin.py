@@ -94,7 +94,7 @@ class ToolSourceAdmin(admin.ModelAdmin):
         values = {f: form.cleaned_data[f] for f in sources.SOURCE_FIELDS if f in form.cleaned_data}
         # The form ran the same checks; the services are still the only writers.
         if change:
-            saved = sources.tool_source_update(source=obj, values=values)
+            saved = sources.tool_source_update(source=obj, values=values, user=request.user)
         else:
             saved = sources.tool_source_create(values=values | {"name": obj.name, "kind": obj.kind}, user=request.user)
         if "trusted" in form.changed_data:

@@ -8,8 +8,11 @@ answers from untrusts it, at once and recorded (a sealed TrustChange saying why)
 again takes two admins, as the first time. A change of anything else keeps the mark.
 """
 
+import json
+
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
 from rest_framework.test import APIClient
 
 from agents import sources
@@ -77,3 +80,18 @@ def test_the_platform_moving_it_untrusts_it_too(demo):
     sources.tool_source_update(source=source, values={"base_url": "https://elsewhere.example.com"})
     assert ToolSource.objects.get(name="docs").trusted is False
     assert _changes() == [(True, "admin"), (False, None)]
+
+
+def test_moving_it_in_the_admin_names_the_admin_who_did(demo):
+    _trusted_source()
+    browser = Client()
+    browser.force_login(User.objects.get(username="admin"))
+    source = ToolSource.objects.get(name="docs")
+    response = browser.post(f"/admin/agents/toolsource/{source.pk}/change/", {
+        "description": source.description, "document": json.dumps(source.document),
+        "base_url": "https://elsewhere.example.com", "timeout_seconds": source.timeout_seconds,
+        "approver_role": "", "enabled": "on", "trusted": "on", "env_passthrough": "[]",
+        "auth_header": "", "auth_env": "", "command": "[]", "url": "", "path": ""})
+    assert response.status_code == 302, response.content[:2000]
+    assert ToolSource.objects.get(name="docs").trusted is False
+    assert _changes() == [(True, "admin"), (False, "admin")]
