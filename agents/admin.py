@@ -14,7 +14,9 @@ from agents.models import (
     TrustChange, TrustProposal,
 )
 from agents.backends import registered_names
-from agents.services import agent_publish, model_profile_check, tool_caps_problems, tool_update
+from agents.services import (
+    agent_publish, model_profile_check, tool_caps_problems, tool_fixed_check, tool_fixed_fields, tool_update,
+)
 from core.admin import ReadOnlyAdmin
 from core.api_errors import DomainError
 from core.permissions import is_governance_admin
@@ -151,9 +153,28 @@ class TrustProposalAdmin(ReadOnlyAdmin):
         self._decide(request, queryset, trust.trust_withdraw, "withdrawn")
 
 
+class ToolAdminForm(StaffedApproverRoleForm):
+    """The API's rule for what no person may change (agents.services.tool_fixed_check): those fields
+    are shown read-only, and a post that would change one anyway is a form error, nothing saved."""
+
+    class Meta:
+        model = Tool
+        fields = "__all__"
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.instance.pk is not None:
+            try:
+                tool_fixed_check(Tool.objects.select_related("tool_source").get(pk=self.instance.pk), cleaned)
+            except DomainError as exc:
+                field = next(iter(exc.details), None)
+                self.add_error(field if field in self.fields else None, exc.message)
+        return cleaned
+
+
 @admin.register(Tool)
 class ToolAdmin(admin.ModelAdmin):
-    form = StaffedApproverRoleForm
+    form = ToolAdminForm
     list_display = ["name", "source", "tool_source", "side_effect", "requires_approval", "enabled", "held"]
     list_filter = ["held", "enabled", "side_effect", "requires_approval", "source", "tool_source"]
     search_fields = ["name", "description"]
@@ -166,9 +187,12 @@ class ToolAdmin(admin.ModelAdmin):
         # Its trust follows its source's mark; a built-in's is governance admins' call (agents.trust).
         # A built-in's handler is code the server imports and calls: set by the code that installs
         # the tool (load_demo), never typed in here (it is outside WARRANT_PYTHON_TOOL_MODULES).
+        # A declared side effect and a discovered tool's description are no person's to change (tool_fixed_fields).
+        fixed = tool_fixed_fields(obj) if obj is not None else []
         if obj is not None and obj.tool_source_id:
-            return self.readonly_fields + ["name", "input_schema", "handler", "trusted_output"]
-        return self.readonly_fields + ["handler"] + ([] if is_governance_admin(request.user) else ["trusted_output"])
+            return self.readonly_fields + ["name", "input_schema", "handler", "trusted_output"] + fixed
+        return (self.readonly_fields + ["handler"] + fixed
+                + ([] if is_governance_admin(request.user) else ["trusted_output"]))
 
     def save_model(self, request, obj, form, change):
         marked = "trusted_output" in form.changed_data

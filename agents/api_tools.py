@@ -12,45 +12,10 @@ from agents.models import Tool
 from agents.sources import tool_change_diff
 from agents.api_trust import TrustProposalSerializer, proposed
 from agents.trust import tool_trust, trust_propose
-from core.api_errors import Conflict
 from core.api_fields import StrictSerializer
 from core.api_views import PaginatedList, errors
 from core.approver_roles import StaffedRoleField
 from core.permissions import ReadAnyRoleWriteGovernanceAdmin
-
-
-class SideEffectDeclared(Conflict):
-    """A person asked to declare a side-effecting tool read-only."""
-
-    code = "side_effect_declared"
-
-
-class DescribedBySource(Conflict):
-    """A person asked to rewrite a discovered tool's description, which its source gives."""
-
-    code = "described_by_source"
-
-
-def _check_fixed(tool: Tool, values: dict) -> None:
-    """Refuse what no one may change by a PATCH: a declared side effect, a discovered tool's words."""
-    _check_side_effect(tool, values)
-    if tool.tool_source_id and values.get("description", tool.description) != tool.description:
-        # Half of the tool's approved fingerprint: the model would read words no one approved, a later
-        # sync would find nothing changed, and a re-approval's diff would be against the rewrite.
-        raise DescribedBySource(
-            f"{tool.name}'s description is what its source {tool.tool_source.name} says, as approved; it changes "
-            "only at the source (the tool is then held until re-approved)", details={"description": tool.name})
-
-
-def _check_side_effect(tool: Tool, values: dict) -> None:
-    # A side effect is what the tainted-run rule, the secret and look-alike checks, skill contracts,
-    # the outbox and the eval sandbox hang on: lifting it frees more than a trust mark does, which
-    # takes two governance admins. Read-only is the tool's code's or its source's word, not a person's.
-    if values.get("side_effect") is False and tool.side_effect:
-        raise SideEffectDeclared(
-            f"{tool.name} is declared side-effecting and no one may declare it read-only here: that would lift "
-            "the approval every tainted run's call of it needs; its registration or its source decides it",
-            details={"side_effect": tool.name})
 
 
 class ToolOutputSerializer(serializers.ModelSerializer):
@@ -146,14 +111,13 @@ class ToolDetailApi(GenericAPIView):
         values = dict(serializer.validated_data)
         reason = values.pop("trust_reason", "")
         proposal = None
+        mark = values.pop("trusted_output", None)
         with transaction.atomic():
-            _check_fixed(Tool.objects.select_related("tool_source").select_for_update(of=("self",)).get(pk=tool.pk),
-                         values)  # as it is now, locked
-            # Through agents.trust, which records who changed it: untrusted at once, trusted proposed.
-            if "trusted_output" in values:
-                if not values.pop("trusted_output"):
-                    tool = tool_trust(tool=tool, trusted=False, user=request.user, reason=reason)
-                elif tool.tool_source_id or not tool.trusted_output:  # a discovered tool: 409 from agents.trust
-                    proposal = trust_propose(target=tool, user=request.user, reason=reason)
+            # On the row as locked there: what no one may change (services.tool_fixed_check, 409).
             tool = services.tool_update(tool=tool, values=values)
+            # Through agents.trust, which records who changed it: untrusted at once, trusted proposed.
+            if mark is False:
+                tool = tool_trust(tool=tool, trusted=False, user=request.user, reason=reason)
+            elif mark and (tool.tool_source_id or not tool.trusted_output):  # a discovered tool: 409 from agents.trust
+                proposal = trust_propose(target=tool, user=request.user, reason=reason)
         return proposed(proposal) if proposal is not None else Response(self.get_serializer(tool).data)

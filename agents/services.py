@@ -314,10 +314,50 @@ def model_profile_update(*, profile: ModelProfile, values: dict) -> ModelProfile
     return profile
 
 
+class SideEffectDeclared(Conflict):
+    """A person asked to declare a side-effecting tool read-only."""
+
+    code = "side_effect_declared"
+
+
+class DescribedBySource(Conflict):
+    """A person asked to rewrite a discovered tool's description, which its source gives."""
+
+    code = "described_by_source"
+
+
+def tool_fixed_fields(tool: Tool) -> list[str]:
+    """Which of the tool's fields no person may change, whatever the way in (the API's PATCH, the admin's form).
+
+    A declared side effect: the tainted-run rule, the secret and look-alike checks, skill contracts, the
+    outbox and the eval sandbox hang on it, so lifting it frees more than a trust mark does (which takes
+    two governance admins); read-only is the word of the tool's code or its source, not a person's.
+    A discovered tool's description: half of its approved fingerprint; rewritten here, the model would
+    read words no one approved, a later sync would find nothing changed, and a re-approval's diff would
+    be against the rewrite. It changes at the source only (the tool is then held until re-approved)."""
+    return (["side_effect"] if tool.side_effect else []) + (["description"] if tool.tool_source_id else [])
+
+
+def tool_fixed_check(tool: Tool, values: dict) -> None:
+    """Refuse `values` that would change one of tool_fixed_fields(tool), `tool` as it is stored now."""
+    fixed = tool_fixed_fields(tool)
+    if "side_effect" in fixed and values.get("side_effect", True) is False:
+        raise SideEffectDeclared(
+            f"{tool.name} is declared side-effecting and no one may declare it read-only here: that would lift "
+            "the approval every tainted run's call of it needs; its registration or its source decides it",
+            details={"side_effect": tool.name})
+    if "description" in fixed and values.get("description", tool.description) != tool.description:
+        raise DescribedBySource(
+            f"{tool.name}'s description is what its source {tool.tool_source.name} says, as approved; it changes "
+            "only at the source (the tool is then held until re-approved)", details={"description": tool.name})
+
+
 @transaction.atomic
 def tool_update(*, tool: Tool, values: dict) -> Tool:
-    """Switch a tool on or off, or retune it. Runs already started keep the tools they froze."""
-    tool = Tool.objects.select_for_update().get(pk=tool.pk)
+    """Switch a tool on or off, or retune it. Runs already started keep the tools they froze.
+    What tool_fixed_fields names is refused (409), checked on the row as locked here."""
+    tool = Tool.objects.select_related("tool_source").select_for_update(of=("self",)).get(pk=tool.pk)
+    tool_fixed_check(tool, values)
     _assign(tool, values, _TOOL_FIELDS)
     if "timeout_seconds" in values:
         try:
