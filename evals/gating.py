@@ -1,10 +1,10 @@
 """The gate: the golden sets a change must pass before it is in force, run before and after it.
 
-A policy draft (governance.drafts) or a skill about to be activated (skills.services) is put in
-place of what is in force, in the snapshot only (evals.snapshot), and every enabled case of every
-agent it governs is run twice: as things are, and with the change. The eval run records the
-"after" results, with a report of each case side by side (status, tools called, policies fired,
-the parked tool, an excerpt of the output, pass or fail) and which of them changed. The change
+A policy draft (governance.drafts), or a skill about to be activated or taken out of force
+(skills.services), is put in place of what is in force, in the snapshot only (evals.snapshot), and
+every enabled case of every agent it governs is run twice: as things are, and with the change. The
+eval run records the "after" results, with a report of each case side by side (status, tools called,
+policies fired, the parked tool, an excerpt of the output, pass or fail) and which of them changed. The change
 passes when the "after" pass rate reaches GATE_THRESHOLD. An agent without enabled cases has
 nothing to check: the report says so (`agents_without_cases`), and it does not stop the change.
 
@@ -114,15 +114,18 @@ def gate_policy(*, policy, proposed: PolicySpec | None, user=None, purpose: str 
     return verdict
 
 
-def gate_skill(*, spec: dict, user=None) -> GateVerdict:
+def gate_skill(*, spec: dict, user=None, removal: bool = False) -> GateVerdict:
     """skills.services' gate: `spec` active (in place of the skill's version in force, if any), for
-    every agent's golden set (a skill is matched by any agent's runs)."""
+    every agent's golden set (a skill is matched by any agent's runs). `removal`: the world without the
+    skill (`spec` is its version in force), for a change that takes it out of force: its contract
+    constrained the runs, and the set shows whether the agents still behave without it."""
     def after(case: GoldenCase) -> dict:
         _, snapshot = freeze.governance_for_roles(agent_slug=case.agent.slug, username="eval:gate", roles=[])
         active = [s for s in (snapshot or {}).get("skills", []) if s["name"] != spec["name"]]
-        return {"skills": sorted([*active, spec], key=lambda s: s["name"])}
+        return {"skills": sorted(active if removal else [*active, spec], key=lambda s: s["name"])}
 
-    cases, subject = _cases(None), f"skill {spec['name']} v{spec.get('version')}: activate"
+    what = "take out of force" if removal else "activate"
+    cases, subject = _cases(None), f"skill {spec['name']} v{spec.get('version')}: {what}"
     if not cases:
         # Nothing to check (a first load_demo imports its skills before its golden set): no eval run to keep.
         return GateVerdict(passed=True, eval_run_id=None, report={

@@ -1,7 +1,14 @@
-"""Skills in the workbench: write or upload a SKILL.md (validated by the parser), history and diffs."""
+"""Skills in the workbench: write or upload a SKILL.md (validated by the parser), history and diffs.
+
+A save is skills.services' import by the signed-in admin, so it passes the same golden gate as the API:
+an activation with the skill active, a change taking the active version out of force without it. A
+failing set leaves the skill as it was and says so; the emergency path is the same two admins (one
+states a reason, another ticks the confirmation on the same change). An active skill is not deleted
+here: retiring it (its status) is the change the gate sees.
+"""
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -12,7 +19,7 @@ from core.api_errors import DomainError
 from core.diffs import text_diff
 from skills.models import Skill, SkillVersion
 from skills.parser import SkillFormatError, parse_skill_md
-from skills.services import check_skill_transition, skill_import
+from skills.services import EMERGENCY_ASKED, check_skill_transition, skill_import_report
 
 MAX_UPLOAD_BYTES = 256 * 1024
 
@@ -21,6 +28,15 @@ class SkillAdminForm(forms.ModelForm):
     user = None  # the editor, set by SkillAdmin.get_form
     upload = forms.FileField(required=False, label="or upload a SKILL.md file",
                              help_text="Replaces the text above when given.")
+    emergency_reason_given = forms.CharField(
+        required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2, "cols": 100}),
+        label="Emergency: reason",
+        help_text="Only when the golden set fails with this change (an activation, or taking the active version "
+                  "out of force): asks for it with this reason; another governance admin confirms it.")
+    emergency_confirm = forms.BooleanField(
+        required=False, label="Confirm the emergency asked for",
+        help_text="Makes the same change another governance admin asked for past a failing golden set (not the "
+                  "one who asked, not the text's author).")
 
     class Meta:
         model = Skill
@@ -31,6 +47,8 @@ class SkillAdminForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["source"].required = False
+        # The text as written: stripped, or with a browser's CRLF line ends, unchanged text would read as new text.
+        self.fields["source"].strip = False
 
     def clean(self):
         data = super().clean()
@@ -43,6 +61,8 @@ class SkillAdminForm(forms.ModelForm):
             except UnicodeDecodeError:
                 raise forms.ValidationError({"upload": "the file is not UTF-8 text"}) from None
         text = data.get("source") or ""
+        if not upload and "\r\n" not in (self.instance.source or ""):
+            text = data["source"] = text.replace("\r\n", "\n")
         if not text.strip():
             raise forms.ValidationError({"source": "write the SKILL.md here or upload it"})
         try:
@@ -53,6 +73,8 @@ class SkillAdminForm(forms.ModelForm):
             raise forms.ValidationError({"source": f"the name in SKILL.md is {parsed.name!r}; this skill is {self.instance.name!r}"})
         if not self.instance.pk and Skill.objects.filter(name=parsed.name).exists():
             raise forms.ValidationError({"source": f"a skill named {parsed.name!r} exists already; change that one"})
+        if data.get("emergency_reason_given", "").strip() and data.get("emergency_confirm"):
+            raise forms.ValidationError({"emergency_confirm": "one admin asks (the reason), another confirms"})
         text_changed = not self.instance.pk or parsed.sha256 != self.instance.sha256
         if text_changed and self.instance.pk and data.get("status") == self.instance.status:
             data["status"] = Skill.Status.DRAFT  # new text goes back to review; the status was left as it was
@@ -86,7 +108,8 @@ class SkillAdmin(admin.ModelAdmin):
     change_form_template = "admin/skills/skill/change_form.html"
 
     def get_fields(self, request, obj=None):
-        return ["source", "upload", "status"] + (self.readonly_fields if obj else [])
+        gated = ["emergency_reason_given", "emergency_confirm"] if obj else []
+        return ["source", "upload", "status", *gated] + (self.readonly_fields if obj else [])
 
     @admin.display(description="history")
     def history_link(self, skill):
@@ -97,8 +120,41 @@ class SkillAdmin(admin.ModelAdmin):
         return type(form.__name__, (form,), {"user": request.user})
 
     def save_model(self, request, obj, form, change):
-        saved, _ = skill_import(text=form.cleaned_data["source"], user=request.user, status=form.cleaned_data["status"])
+        data = form.cleaned_data
+        try:
+            saved, outcome = skill_import_report(text=data["source"], user=request.user, status=data["status"],
+                                                 emergency_reason=data.get("emergency_reason_given", ""),
+                                                 confirm_emergency=data.get("emergency_confirm", False))
+        except DomainError as exc:  # the gate, a request confirmed by the wrong admin, a stale request
+            request.warrant_gate_refused = True
+            self.message_user(request, f"Not saved: {exc.message}", messages.ERROR)
+            return
         obj.pk = saved.pk
+        if outcome == EMERGENCY_ASKED:
+            request.warrant_gate_refused = True
+            self.message_user(request, "Not changed yet: the emergency is asked for; another governance admin "
+                                       "confirms it on this page.", messages.WARNING)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        if obj.pk is None:  # refused: nothing to open; the message says why
+            return redirect("admin:skills_skill_changelist")
+        return super().response_add(request, obj, post_url_continue)
+
+    def response_change(self, request, obj):
+        if getattr(request, "warrant_gate_refused", False):  # not "changed successfully": it was not
+            return redirect("admin:skills_skill_change", obj.pk)
+        return super().response_change(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        # An active skill's row deleted would take its contract out of force past the gate: retire it.
+        return super().has_delete_permission(request, obj) and (obj is None or obj.status != Skill.Status.ACTIVE)
+
+    def delete_queryset(self, request, queryset):
+        active = sorted(queryset.filter(status=Skill.Status.ACTIVE).values_list("name", flat=True))
+        if active:
+            self.message_user(request, f"Not deleted, being active: {', '.join(active)}. Retire them (their "
+                                       f"status) through the golden gate first.", messages.ERROR)
+        super().delete_queryset(request, queryset.exclude(status=Skill.Status.ACTIVE))
 
     def get_urls(self):
         return [path("<int:skill_id>/versions/", self.admin_site.admin_view(self.versions_view), name="skills_skill_versions")] \

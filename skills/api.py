@@ -16,6 +16,7 @@ from core.api_errors import Conflict
 from core.permissions import ReadAnyRoleWriteGovernanceAdmin
 from skills.models import Skill
 from skills.parser import SkillFormatError, parse_skill_md
+from skills.gate import describe
 from skills.services import EMERGENCY_ASKED, skill_import_report
 
 # Fields a skill has that only its SKILL.md text may change (or that nothing may change).
@@ -59,6 +60,21 @@ class EmergencyRequestSerializer(serializers.Serializer):
     reason = serializers.CharField(source="emergency_request_reason")
     requested_by = serializers.CharField(source="emergency_requested_by.username", allow_null=True)
     requested_at = serializers.DateTimeField(source="emergency_requested_at")
+    change = serializers.SerializerMethodField(
+        help_text="`activate`, or `take_out_of_force`: the active version retired, made a draft, or given new text.")
+    to = serializers.SerializerMethodField(help_text="The status the confirmed change leaves the skill in.")
+    new_sha256 = serializers.SerializerMethodField(
+        help_text="For new text that takes the active version out of force: that text's sha256; the confirmer "
+                  "sends the same text.")
+
+    def get_change(self, skill: Skill) -> str:
+        return describe(skill.emergency_request_action)["change"]
+
+    def get_to(self, skill: Skill) -> str:
+        return describe(skill.emergency_request_action)["to"]
+
+    def get_new_sha256(self, skill: Skill) -> str | None:
+        return describe(skill.emergency_request_action)["new_sha256"]
 
     class Meta:
         ref_name = "SkillEmergencyRequest"
@@ -82,8 +98,8 @@ class SkillDetailOutputSerializer(SkillOutputSerializer):
     approved_by = serializers.SlugRelatedField(read_only=True, slug_field="username", allow_null=True)
 
     emergency_request = serializers.SerializerMethodField(
-        help_text="An emergency activation one governance admin asked for, waiting for a second to confirm "
-                  "(confirm_emergency); null when none is asked for this text.")
+        help_text="An emergency activation or removal one governance admin asked for, waiting for a second to "
+                  "confirm (confirm_emergency); null when none is asked for this text.")
 
     class Meta(SkillOutputSerializer.Meta):
         ref_name = "SkillDetail"
@@ -157,13 +173,14 @@ class SkillDetailApi(GenericAPIView):
         status = SkillStatusField(required=False)
         emergency_reason = serializers.CharField(
             required=False, allow_blank=True, max_length=2000,
-            help_text="With status active, when the golden sets fail with the skill: ask for an emergency "
-                      "activation for this stated reason (202; nothing is in force until another governance "
-                      "admin confirms it).")
+            help_text="When the golden sets fail with the change (an activation, or taking the active version "
+                      "out of force): ask for it in an emergency for this stated reason (202; nothing changes in "
+                      "force until another governance admin confirms it).")
         confirm_emergency = serializers.BooleanField(
             required=False, default=False,
-            help_text="With status active: confirm the emergency activation another governance admin asked for "
-                      "on this text; refused (403 second_admin_required) to the one who asked and to the author.")
+            help_text="With the same change: confirm the emergency activation or removal another governance admin "
+                      "asked for on this text; refused (403 second_admin_required) to the one who asked and to "
+                      "the author.")
 
         class Meta:
             ref_name = "SkillUpdateInput"
@@ -188,7 +205,11 @@ class SkillDetailApi(GenericAPIView):
                     "activates it whatever the gate says (403 `second_admin_required` to the one who asked and to "
                     "the text's author, 409 `no_emergency_request` when none was asked for this text, 409 "
                     "`request_expired` after WARRANT_SECOND_ADMIN_WINDOW_HOURS); the version names both and runs "
-                    "that use it carry the mark in their receipts.",
+                    "that use it carry the mark in their receipts. Taking the active version out of force (status "
+                    "`retired` or `draft`, or new `source`, which is a draft) lifts its contract, so it passes the "
+                    "gate too: every agent's golden set without the skill; a failing set answers 409 `gate_failed` "
+                    "(details `removal`: true) and the skill stays active, and the emergency path is the same, the "
+                    "confirmer sending the same change (status, and source if any); the history row names both.",
         request=InputSerializer,
         responses={200: SkillDetailOutputSerializer, 202: SkillDetailOutputSerializer, **errors(400, 403, 404, 409)},
     )
@@ -208,10 +229,14 @@ class SkillDetailApi(GenericAPIView):
         return Response(SkillDetailOutputSerializer(self.get_object()).data,
                         status=status.HTTP_202_ACCEPTED if outcome == EMERGENCY_ASKED else status.HTTP_200_OK)
 
-    @extend_schema(operation_id="skills_retire", summary="Retire a skill", responses={204: None, **errors(403, 404)})
+    @extend_schema(operation_id="skills_retire", summary="Retire a skill",
+                   responses={204: None, **errors(403, 404, 409)})
     def delete(self, request, name):
         """Retires the skill rather than deleting it: status becomes "retired", so runs stop using it
-        while the row (and the versions receipts name) stays readable. PATCH the status to bring it back."""
+        while the row (and the versions receipts name) stays readable. PATCH the status to bring it back.
+        An active skill is retired only when every agent's golden set passes without it (409 `gate_failed`
+        otherwise); past a failing set, PATCH `{"status": "retired", "emergency_reason": ...}` and a second
+        governance admin's `confirm_emergency`."""
         skill = self.get_object()
         _import(source=skill.source, status_=Skill.Status.RETIRED, user=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -33,10 +33,13 @@ class Skill(models.Model):
     emergency_reason = models.TextField(
         blank=True, editable=False,
         help_text="Set when this version was activated without a passing golden set; runs freeze it with the skill.")
-    # An emergency activation asked for and not yet confirmed by a second governance admin: bound to the
-    # text it was asked for (sha256), cleared when the skill is activated or its text changes.
+    # An emergency activation (or removal) asked for and not yet confirmed by a second governance admin: bound to
+    # the text it was asked for (sha256), cleared when the change is made or the skill's text changes.
     emergency_request_reason = models.TextField(blank=True, editable=False)
     emergency_request_sha256 = models.CharField(max_length=64, blank=True, editable=False)
+    # What the request is for: "" an activation; a removal of the version in force, the status it leaves and,
+    # for new text, that text's sha256 (skills.gate.removal_action).
+    emergency_request_action = models.CharField(max_length=100, blank=True, editable=False)
     emergency_requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, editable=False,
                                                on_delete=models.SET_NULL, related_name="+")
     emergency_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -75,10 +78,10 @@ class SkillVersion(models.Model):
     sha256 = models.CharField(max_length=64)
     changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     changed_at = models.DateTimeField(auto_now_add=True)
-    # An activation's gate: its eval run (evals.EvalRun), and why it was let past a failing set, if it was.
+    # An activation's or a removal's gate: its eval run (evals.EvalRun), and why it was let past a failing set.
     eval_run_id = models.UUIDField(null=True, blank=True)
     emergency_reason = models.TextField(blank=True)
-    # An emergency activation: who asked for it (changed_by is the second admin who confirmed it).
+    # An emergency activation or removal: who asked for it (changed_by is the second admin who confirmed it).
     emergency_requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                                on_delete=models.SET_NULL, related_name="+")
 

@@ -2,7 +2,9 @@
 
 Lifecycle: draft -> approved (by a governance admin who is not its author) -> active (reaches
 runs) -> retired. New text is a new version and starts again as a draft: what runs use is
-always what someone other than its author reviewed. `user=None` is the platform itself (the
+always what someone other than its author reviewed. A person's activation, and a person's change
+that takes the active version out of force (retiring it, a draft again, new text), go through the
+golden gate (skills.gate). `user=None` is the platform itself (the
 bundled demo library, loaded by a management command), trusted like the code it ships with; run
 on a person's command (load_demo), it passes the golden sets' gate first (`gated`).
 """
@@ -15,8 +17,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.api_errors import Conflict, Forbidden
-from core.four_eyes import check_fresh, check_second_admin, is_fresh, name
 from core.permissions import is_governance_admin
+from skills.gate import (ACTIVATE, EmergencyPending, NoEmergencyRequest, SkillGateFailed, gate_failed,  # noqa: F401
+                         register_activation_gate, removal_action, run_gate, through_gate)
 from skills.models import Skill, SkillVersion
 from skills.parser import ParsedSkill, SkillFormatError, parse_skill_md
 
@@ -39,29 +42,8 @@ class SkillLifecycleError(Conflict):
     code = "invalid_transition"
 
 
-class EmergencyPending(Conflict):
-    code = "emergency_pending"
-
-
-class NoEmergencyRequest(Conflict):
-    code = "no_emergency_request"
-
-
-class SkillGateFailed(Conflict):
-    """The golden set does not pass with the skill active: the details carry the cases that changed."""
-
-    code = "gate_failed"
-
-
-# The activation gate: registered by evals when it loads (it runs the golden sets, above this app).
-# gate(spec=, user=) -> a verdict with passed, eval_run_id and report. Without one, a person's
-# activation is refused unless it states an emergency reason: the platform fails closed.
-_activation_gate: list = []
-MIN_REASON_CHARS = 10
-
-
-def register_activation_gate(gate) -> None:
-    _activation_gate[:] = [gate]
+class SkillChanged(Conflict):
+    code = "skill_changed"
 
 
 def _run_gate(*, parsed: ParsedSkill, text: str, user):
@@ -70,16 +52,7 @@ def _run_gate(*, parsed: ParsedSkill, text: str, user):
     _apply(candidate, parsed=parsed, text=text, user=user)
     current = Skill.objects.filter(name=parsed.name).values_list("version", flat=True).first()
     candidate.version = current or parsed.version or 1
-    return _activation_gate[0](spec=candidate.spec(), user=user) if _activation_gate else None
-
-
-def _gate_failed(parsed: ParsedSkill, verdict) -> SkillGateFailed:
-    report = verdict.report if verdict else {"error": "no gate is registered (the evals app is not installed)"}
-    return SkillGateFailed(
-        f"the golden set does not pass with skill {parsed.name!r} active; it is not activated. Fix the skill, or "
-        f"ask for an emergency activation with a stated reason (emergency_reason, at least {MIN_REASON_CHARS} "
-        f"characters) that another governance admin confirms (confirm_emergency).",
-        details={"eval_run": verdict.eval_run_id if verdict else None, "report": report})
+    return run_gate(spec=candidate.spec(), user=user)
 
 
 def _gate_activation(*, parsed: ParsedSkill, text: str, user) -> tuple[str | None, str]:
@@ -87,45 +60,23 @@ def _gate_activation(*, parsed: ParsedSkill, text: str, user) -> tuple[str | Non
     verdict = _run_gate(parsed=parsed, text=text, user=user)
     if verdict is not None and verdict.passed:
         return verdict.eval_run_id, ""
-    raise _gate_failed(parsed, verdict)
+    raise gate_failed(parsed.name, verdict)
 
 
-@transaction.atomic
-def _ask_emergency(*, skill: Skill, reason: str, user) -> Skill:
-    """Record one governance admin's request to activate the skill's current text past a failing set.
-    Nothing is in force: another governance admin confirms it (_confirm_emergency)."""
-    skill = Skill.objects.select_for_update(of=("self",)).select_related("emergency_requested_by").get(pk=skill.pk)
-    if is_fresh(skill.emergency_requested_at) and skill.emergency_request_sha256 == skill.sha256:
-        # The reason another admin is about to confirm is not rewritten under them.
-        raise EmergencyPending(
-            f"an emergency activation of skill {skill.name!r} was already asked for by "
-            f"{name(skill.emergency_requested_by)}; another governance admin confirms it (confirm_emergency)",
-            details={"skill": skill.name, "emergency_requested_by": name(skill.emergency_requested_by)})
-    skill.emergency_request_reason, skill.emergency_request_sha256 = reason, skill.sha256
-    skill.emergency_requested_by, skill.emergency_requested_at = user, timezone.now()
-    skill.save(update_fields=["emergency_request_reason", "emergency_request_sha256", "emergency_requested_by",
-                              "emergency_requested_at", "updated_at"])
-    return skill
+def _removes(existing: Skill, parsed: ParsedSkill, status: str | None) -> bool:
+    """Whether the change takes the active version out of force: another status, or new text (a draft)."""
+    return existing.status == S.ACTIVE and (existing.sha256 != parsed.sha256 or status not in (None, S.ACTIVE))
 
 
-def _confirm_emergency(*, skill: Skill, parsed: ParsedSkill, text: str, user) -> tuple[str | None, str]:
-    """A second governance admin, neither the one who asked nor the text's author, confirms the
-    emergency asked for on this very text: (the eval run id, the mark naming both). The gate still
-    runs, so the record says what it would have refused."""
-    details = {"skill": skill.name}
-    if skill.emergency_requested_at is None or skill.emergency_request_sha256 != skill.sha256:
-        raise NoEmergencyRequest(f"no emergency activation of skill {skill.name!r} (this text) was asked for: ask "
-                                 f"with a stated reason (emergency_reason)", details=details)
-    asked_by = skill.emergency_requested_by
-    details["emergency_requested_by"] = name(asked_by)
-    check_fresh(skill.emergency_requested_at, what=f"the emergency activation of skill {skill.name!r}",
-                details=details)
-    check_second_admin(user, what="an emergency activation",
-                       parties=[(asked_by, "asked for it"), (skill.author, "wrote the text")],
-                       details=details | {"author": name(skill.author)})
-    verdict = _run_gate(parsed=parsed, text=text, user=user)
-    mark = f"{skill.emergency_request_reason} (asked by {name(asked_by)}, confirmed by {name(user)})"
-    return (verdict.eval_run_id if verdict else None), mark
+def _removal(existing: Skill, parsed: ParsedSkill, status: str | None, user) -> str:
+    """The removal's action (see skills.gate.removal_action), once the lifecycle allows the change: a
+    refused transition runs no gate."""
+    if existing.sha256 == parsed.sha256:
+        check_skill_transition(skill=existing, to=status, user=user)
+        return removal_action(to=status, new_sha256=None)
+    to = status or S.DRAFT  # new text is a draft by its author, from which `status` must be reachable
+    check_skill_transition(skill=Skill(name=existing.name, status=S.DRAFT, author=user), to=to, user=user)
+    return removal_action(to=to, new_sha256=parsed.sha256)
 
 
 def check_skill_transition(*, skill: Skill, to: str, user) -> None:
@@ -160,9 +111,11 @@ def skill_import_report(*, text: str, user=None, status: str | None = None, emer
     "emergency_asked".
 
     A person's activation passes the gate first: the golden sets with the skill active (see
-    _gate_activation). Past a failing set only by two governance admins: one states
-    `emergency_reason` (the request is recorded, bound to the text, and nothing is in force:
-    "emergency_asked"), another confirms it (`confirm_emergency`); the version records both.
+    _gate_activation); so does a person's change that takes the active version out of force (another
+    status, or new text, which is a draft): the golden sets without it. Past a failing set only by two
+    governance admins: one states `emergency_reason` (the request is recorded, bound to the text and the
+    change, and nothing changes in force: "emergency_asked"), another confirms the same change
+    (`confirm_emergency`); the history row records both (skills.gate).
     `gated`: the platform's import on a person's command (load_demo) passes it too, for anything it
     would put in force (a new skill, new text, a skill a person took out of force); refused, it is
     "held": an existing skill is left as it is, a new one is made a draft for people to review."""
@@ -170,25 +123,30 @@ def skill_import_report(*, text: str, user=None, status: str | None = None, emer
     if status is not None and status not in Skill.Status.values:
         raise SkillFormatError(f"unknown skill status {status!r}; expected one of {', '.join(Skill.Status.values)}",
                                field="status")
-    gate, asked_by = (None, ""), None
+    gate, asked_by, bound, removes = (None, ""), None, None, None
     existing = Skill.objects.filter(name=parsed.name).select_related("emergency_requested_by", "author").first()
-    if (user is not None and status == S.ACTIVE and existing is not None and existing.status != S.ACTIVE
-            and existing.sha256 == parsed.sha256):
-        check_skill_transition(skill=existing, to=S.ACTIVE, user=user)  # a refused transition runs no gate
-        if confirm_emergency:
-            gate, asked_by = _confirm_emergency(skill=existing, parsed=parsed, text=text, user=user), \
-                existing.emergency_requested_by
+    person = user is not None and existing is not None
+    activates = person and status == S.ACTIVE and existing.status != S.ACTIVE and existing.sha256 == parsed.sha256
+    if activates or (person and _removes(existing, parsed, status)):
+        if activates:
+            check_skill_transition(skill=existing, to=S.ACTIVE, user=user)  # a refused transition runs no gate
+            action, bound = ACTIVATE, (parsed.sha256, ACTIVATE)
         else:
-            try:
-                gate = _gate_activation(parsed=parsed, text=text, user=user)
-            except SkillGateFailed:
-                reason = (emergency_reason or "").strip()
-                if len(reason) < MIN_REASON_CHARS:
-                    raise
-                if not is_governance_admin(user):
-                    raise Forbidden("only a governance admin may ask for an emergency activation",
-                                    details={"skill": existing.name}) from None
-                return _ask_emergency(skill=existing, reason=reason, user=user), EMERGENCY_ASKED
+            action = _removal(existing, parsed, status, user)
+            bound, removes = (existing.sha256, action), existing.sha256
+
+        def verdict_of():
+            if activates:
+                return _run_gate(parsed=parsed, text=text, user=user)
+            # Taking the active version out of force lifts its contract: the golden set runs without it.
+            return run_gate(spec=existing.spec(), user=user, removal=True)
+
+        passed = through_gate(skill=existing, user=user, action=action, verdict_of=verdict_of,
+                              failed=lambda verdict: gate_failed(parsed.name, verdict, removal=not activates),
+                              emergency_reason=emergency_reason, confirm_emergency=confirm_emergency)
+        if passed is None:
+            return Skill.objects.get(pk=existing.pk), EMERGENCY_ASKED
+        gate, asked_by = passed
     elif gated and user is None and status == S.ACTIVE and (
             existing is None or existing.sha256 != parsed.sha256 or existing.status != S.ACTIVE):
         try:
@@ -197,12 +155,13 @@ def skill_import_report(*, text: str, user=None, status: str | None = None, emer
             if existing is not None:
                 return existing, HELD
             return _import(parsed=parsed, text=text, user=None, status=S.DRAFT)[0], HELD
+    request = {"gate": gate, "asked_by": asked_by, "bound": bound, "removes": removes}
     try:
-        return _import(parsed=parsed, text=text, user=user, status=status, gate=gate, asked_by=asked_by)
+        return _import(parsed=parsed, text=text, user=user, status=status, **request)
     except IntegrityError:
         # Another importer created the same name between our read and our insert; the row
         # exists now, so the second attempt takes the update path under the row lock.
-        return _import(parsed=parsed, text=text, user=user, status=status, gate=gate, asked_by=asked_by)
+        return _import(parsed=parsed, text=text, user=user, status=status, **request)
 
 
 def skill_export(*, skill: Skill) -> str:
@@ -232,7 +191,7 @@ def _set_status(skill: Skill, to: str, user) -> None:
 
 
 def _import(*, parsed: ParsedSkill, text: str, user, status: str | None, gate=(None, ""),
-            asked_by=None) -> tuple[Skill, str]:
+            asked_by=None, bound: tuple[str, str] | None = None, removes: str | None = None) -> tuple[Skill, str]:
     with transaction.atomic():
         skill = Skill.objects.select_for_update().filter(name=parsed.name).first()
         if skill is None:
@@ -247,15 +206,21 @@ def _import(*, parsed: ParsedSkill, text: str, user, status: str | None, gate=(N
             _history(skill, user)
             return skill, CREATED
 
-        if asked_by is not None and (skill.emergency_requested_by_id != asked_by.pk
-                                     or skill.emergency_request_sha256 != parsed.sha256):
+        if asked_by is not None and (skill.emergency_requested_by_id != asked_by.pk or (
+                skill.emergency_request_sha256, skill.emergency_request_action) != bound):
             # Checked again under the row's lock: the request confirmed is the one still standing.
-            raise NoEmergencyRequest(f"the emergency activation of skill {skill.name!r} changed while it was "
+            raise NoEmergencyRequest(f"the emergency request for skill {skill.name!r} changed while it was "
                                      f"confirmed; confirm it again", details={"skill": skill.name})
+        if removes is not None and (skill.status, skill.sha256) != (S.ACTIVE, removes):
+            # The gate ran on the world without the version in force; another change came first.
+            raise SkillChanged(f"skill {skill.name!r} changed while its gate ran; try again",
+                               details={"skill": skill.name, "status": skill.status})
         text_changed = skill.sha256 != parsed.sha256
         if text_changed:
             skill.version = max(skill.version + 1, parsed.version or 0)
             _apply(skill, parsed=parsed, text=text, user=user)
+            if asked_by is not None:  # a confirmed emergency's text is the asker's: the confirmer only agreed
+                skill.author = asked_by
             # New text has not been reviewed: it goes back to draft, unless the platform loads it.
             skill.status = status if (user is None and status is not None) else S.DRAFT
             skill.approved_by, skill.approved_at = None, None
@@ -268,12 +233,13 @@ def _import(*, parsed: ParsedSkill, text: str, user, status: str | None, gate=(N
         if skill.status == S.ACTIVE and user is not None:
             # Set by this activation's gate: an emergency marks the version, a passing gate clears the mark.
             skill.emergency_reason = gate[1]
-        if skill.status == S.ACTIVE or text_changed:  # a request is spent by an activation, void for new text
-            skill.emergency_request_reason, skill.emergency_request_sha256 = "", ""
+        if skill.status == S.ACTIVE or text_changed or removes is not None:
+            # A request is spent by the activation or removal it was for, and void for new text.
+            skill.emergency_request_reason, skill.emergency_request_sha256, skill.emergency_request_action = "", "", ""
             skill.emergency_requested_by, skill.emergency_requested_at = None, None
         skill.save()
-        active = skill.status == S.ACTIVE
-        _history(skill, user, gate=gate if active else (None, ""), asked_by=asked_by if active else None)
+        # An activation's or a removal's gate, and both names past a failing one, on the history row.
+        _history(skill, user, gate=gate, asked_by=asked_by)
         return skill, UPDATED
 
 
