@@ -111,13 +111,15 @@ class ToolDetailApi(GenericAPIView):
         values = dict(serializer.validated_data)
         reason = values.pop("trust_reason", "")
         proposal = None
-        mark = values.pop("trusted_output", None)
         with transaction.atomic():
-            # On the row as locked there: what no one may change (services.tool_fixed_check, 409).
-            tool = services.tool_update(tool=tool, values=values)
+            # What no one may change (409), on the row as it is now, locked, before anything is written.
+            services.tool_fixed_check(Tool.objects.select_related("tool_source").select_for_update(of=("self",))
+                                      .get(pk=tool.pk), values)
             # Through agents.trust, which records who changed it: untrusted at once, trusted proposed.
-            if mark is False:
-                tool = tool_trust(tool=tool, trusted=False, user=request.user, reason=reason)
-            elif mark and (tool.tool_source_id or not tool.trusted_output):  # a discovered tool: 409 from agents.trust
-                proposal = trust_propose(target=tool, user=request.user, reason=reason)
+            if "trusted_output" in values:
+                if not values.pop("trusted_output"):
+                    tool = tool_trust(tool=tool, trusted=False, user=request.user, reason=reason)
+                elif tool.tool_source_id or not tool.trusted_output:  # a discovered tool: 409 from agents.trust
+                    proposal = trust_propose(target=tool, user=request.user, reason=reason)
+            tool = services.tool_update(tool=tool, values=values)
         return proposed(proposal) if proposal is not None else Response(self.get_serializer(tool).data)
