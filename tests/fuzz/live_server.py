@@ -88,7 +88,11 @@ tokens = {name: token_issue(user=User.objects.get(username=name), via="command",
           for name in ("operator", "operator2", "admin")}
 for values in %r:
     tool_source_create(values=values)
-print(json.dumps({"tokens": tokens, "tools": sorted(Tool.objects.values_list("name", flat=True))}))
+from tests.api.role_matrix import MATRIX, PERSONAS
+forbidden = {persona: sorted(operation for operation, row in MATRIX.items() if row[PERSONAS.index(persona)] == 403)
+             for persona in %r}
+print(json.dumps({"tokens": tokens, "tools": sorted(Tool.objects.values_list("name", flat=True)),
+                  "forbidden": forbidden}))
 """
 
 # One tool source of each kind, so that reads, changes and syncs of tool sources meet real rows
@@ -105,10 +109,12 @@ TOOL_SOURCES = [
 ]
 
 
-def prepare_database(env: dict[str, str]) -> dict:
-    # Migrate, the demo, the peer, the tokens and the sources in one interpreter: each start of
-    # Django costs seconds.
-    output = _manage(env, "shell", "-c", PREPARE % (PASSWORD, TOOL_SOURCES))
+def prepare_database(env: dict[str, str], personas: list[str]) -> dict:
+    """Migrate, load the demo, add the peer, the tokens and the sources, in one interpreter (each start
+    of Django costs seconds). Also read there, as it needs Django: the operations the role matrix
+    (tests/api/role_matrix.py) refuses each of `personas` with 403, as its rows name them
+    (["POST", "trust-proposals/{pk}/confirm/"])."""
+    output = _manage(env, "shell", "-c", PREPARE % (PASSWORD, TOOL_SOURCES, tuple(personas)))
     prepared = json.loads(output.strip().splitlines()[-1])
     prepared["tool_sources"] = [source["name"] for source in TOOL_SOURCES]
     return prepared

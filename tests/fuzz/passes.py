@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tests.fuzz.pass_report import merge_parts, read_part
 from tests.fuzz.rules import DROPS_ENV
-from tests.fuzz.schemathesis_config import write_config
+from tests.fuzz.schemathesis_config import FORBIDDEN_EXAMPLES, few_case_operations, write_config
 
 HOOKS = Path(__file__).resolve().with_name("hooks.py")
 # Command name -> the phases it runs.
@@ -45,16 +45,24 @@ def stop_all() -> None:
 
 
 def run_pass(*, base: str, persona: str, tokens: dict[str, str], peers: list[str], tools: list[str],
-             tool_sources: list[str], tmp: Path, results: Path, args: argparse.Namespace) -> dict:
-    """Run both commands as `persona` against the server at `base`; the pass's summary."""
+             tool_sources: list[str], forbidden: list[tuple[str, str]], tmp: Path, results: Path,
+             args: argparse.Namespace) -> dict:
+    """Run both commands as `persona` against the server at `base`; the pass's summary.
+
+    `forbidden`: the operations the role matrix refuses the persona (its rows' method and route); most
+    get a few fuzzing cases only (tests/fuzz/schemathesis_config.py says which and why)."""
+    few_cases = few_case_operations(forbidden)
     config = write_config(persona=persona, peers=peers, tokens=tokens, tools=tools, tool_sources=tool_sources,
-                          max_examples=args.max_examples, stateful_examples=args.stateful_examples, directory=tmp)
+                          few_cases=few_cases, max_examples=args.max_examples,
+                          stateful_examples=args.stateful_examples, directory=tmp)
     budget = args.operator_time if persona == "operator" else args.admin_time
     print(f"\n=== schemathesis as {persona}" + (f" (peers: {', '.join(peers)})" if len(peers) > 1 else "")
           + f": coverage for at most {args.coverage_time}s, then "
           + (f"fuzzing and stateful for {budget}s" if budget else
              f"{args.max_examples} fuzzing cases per operation and {args.stateful_examples} stateful scenarios")
-          + ", all checks (use_after_free off for GET and PATCH skills/{name}/ only) ===", flush=True)
+          + ", all checks (use_after_free off for GET and PATCH skills/{name}/ only); "
+          + f"{len(few_cases)} of the {len(forbidden)} operations the role matrix refuses {persona}:"
+          + f" {FORBIDDEN_EXAMPLES} fuzzing cases each, no coverage or stateful ===", flush=True)
     log_path = results / f"schemathesis-{persona}.log"
     drops = results / persona / "dropped.jsonl"
     started = time.monotonic()

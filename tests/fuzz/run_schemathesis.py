@@ -14,6 +14,8 @@
    All 14 checks (`[checks] enabled = true`) and every phase: examples and coverage (at most
    `--coverage-time` seconds), then fuzzing (`--max-examples` cases per operation) and stateful
    (`--stateful-examples` scenarios of linked requests), each once unless a time budget is given.
+   An operation the role matrix (tests/api/role_matrix.py) refuses the persona with 403 gets only
+   its examples and a few fuzzing cases, enough to show the refusal (tests/fuzz/schemathesis_config.py).
    Schemathesis is told only what it cannot know from the schema (tests/fuzz/schemathesis_config.py,
    tests/fuzz/hooks.py and the rules no schema can state in tests/fuzz/rules.py), each for a
    stated reason.
@@ -69,11 +71,13 @@ def _reexec_in_venv() -> None:
 
 
 def _lane(*, persona: str, peers: list[str], base: str, tokens: dict[str, str], tools: list[str],
-          tool_sources: list[str], tmp: Path, results: Path, args: argparse.Namespace, outcome: dict) -> None:
+          tool_sources: list[str], forbidden: list[tuple[str, str]], tmp: Path, results: Path, args: argparse.Namespace,
+          outcome: dict) -> None:
     """One persona's pass on its own server (and, for the operator, the peer isolation check after it)."""
     try:
         outcome[persona] = run_pass(base=base, persona=persona, tokens=tokens, peers=peers, tools=tools,
-                                    tool_sources=tool_sources, tmp=tmp, results=results, args=args)
+                                    tool_sources=tool_sources, forbidden=forbidden, tmp=tmp, results=results,
+                                    args=args)
     except Exception as exc:  # reported as a pass without a report, so the run fails
         outcome[persona] = {"persona": persona, "missing_report": True, "exit_code": None, "error": repr(exc)}
         print(f"the {persona} pass could not run: {exc!r}", flush=True)
@@ -97,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     # The run `make test` makes: every operation through every phase, both personas and the peer
     # isolation check. The coverage phase alone would send thousands of cases a persona (6,149 as
-    # operator, most of them refused with 403 before any validation), so it has a cap; fuzzing and
+    # operator, 4,276 of them to operations it may not call, refused before any validation, before
+    # those were left out of it), so it has a cap; fuzzing and
     # stateful run once and end when done, so a loaded machine makes them slower rather than
     # thinner. A longer run raises the numbers (FUZZ_COVERAGE_SECONDS=600, FUZZ_MAX_EXAMPLES=50,
     # FUZZ_STATEFUL_EXAMPLES=200) or gives budgets (FUZZ_OPERATOR_SECONDS=600), within which
@@ -129,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="warrant-fuzz-"))
     envs = {"operator": server_env(tmp / "operator")}
     print(f"databases and config: {tmp}\nresults: {results}", flush=True)
-    prepared = prepare_database(envs["operator"])
+    prepared = prepare_database(envs["operator"], list(PEERS))
     tokens, tools, sources = prepared["tokens"], prepared["tools"], prepared["tool_sources"]
     # The admin pass rewrites policies, roles and grants: on a server of its own, it can run beside
     # the operator pass and the peer isolation check without changing what they meet.
@@ -147,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gunicorn for {persona} serving on {server.base}", flush=True)
         lanes = [threading.Thread(target=_lane, daemon=True, kwargs=dict(
             persona=persona, peers=PEERS[persona], base=servers[persona].base, tokens=tokens, tools=tools,
-            tool_sources=sources, tmp=tmp, results=results, args=args, outcome=outcome)) for persona in PEERS]
+            tool_sources=sources, forbidden=[tuple(row) for row in prepared["forbidden"][persona]], tmp=tmp,
+            results=results, args=args, outcome=outcome)) for persona in PEERS]
         for lane in lanes:
             lane.start()
         for lane in lanes:
