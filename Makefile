@@ -135,10 +135,13 @@ prod-smoke: install-test browser-deps
 	$(PY) tests/prod/smoke.py --pg-url $(PG_URL) --database $(PROD_SMOKE_DB) \
 		--redis-port $(PROD_SMOKE_REDIS_PORT) --port $(PROD_SMOKE_PORT)
 
-# Schemathesis against a live server (gunicorn on loopback, a throwaway SQLite database), as two
-# personas with a peer for object-level authorization, about four minutes (FUZZ_MAX_EXAMPLES and the
-# budgets FUZZ_OPERATOR_SECONDS, FUZZ_ADMIN_SECONDS make a longer run). Reports land in
-# var/fuzz-results/ (latest: var/fuzz-results/latest). Part of `make test`.
+# Schemathesis against a live server: the operator (with a peer for object-level authorization) and
+# the governance admin at once, each against its own gunicorn on loopback over a copy of a throwaway
+# SQLite database. Per persona, examples and coverage for at most FUZZ_COVERAGE_SECONDS (45), then
+# fuzzing (FUZZ_MAX_EXAMPLES, 10 cases an operation) and stateful (FUZZ_STATEFUL_EXAMPLES, 30) once,
+# with no time budget (FUZZ_OPERATOR_SECONDS, FUZZ_ADMIN_SECONDS give one). 3 min 10 s at load 4-6 on
+# two cores (docs/testing.md). Reports land in var/fuzz-results/ (latest: var/fuzz-results/latest).
+# Part of `make test`.
 fuzz: install-test
 	$(PY) tests/fuzz/run_schemathesis.py
 

@@ -1,9 +1,11 @@
 """Schemathesis against a live Warrant (tests/fuzz/run_schemathesis.py), as one pytest test.
 
-The script builds its own SQLite database and gunicorn server from a clean environment, so this
-test needs no Django database and runs the same under any pytest pass. It takes about four
-minutes; run it on its own with `.venv/bin/python -m pytest tests/fuzz` (the reports land in
-var/fuzz-results/latest/).
+The script builds its own SQLite database and two gunicorn servers from a clean environment, so
+this test needs no Django database and runs the same under any pytest pass. Each persona's pass
+ends when its work is done (coverage capped at FUZZ_COVERAGE_SECONDS, fuzzing and stateful once),
+so its length follows the machine's load: 3 min 10 s at load average 4-6 on two cores
+(docs/testing.md); TIMEOUT_SECONDS is the bound. Run it on its own with
+`.venv/bin/python -m pytest tests/fuzz/test_schemathesis.py` (the reports land in var/fuzz-results/latest/).
 """
 
 import os
