@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from core.telemetry import run_trace_ids
+from tests import loopback
 from tests.browser.servers import ROOT, demo_with_tokens, live_env, runserver
 from tests.observability.otlp import serve
 from tests.services.processes import CeleryProcess, RedisServer
@@ -34,24 +35,30 @@ def traced(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("warrant-traced")
     receiver_server, receiver = serve(RECEIVER_PORT)
     redis_server = RedisServer(REDIS_PORT, data_dir)
-    redis_server.start()
-    env = {k: v for k, v in live_env(data_dir).items() if not k.startswith("OTEL_")}
-    env.update(WARRANT_LOG_FORMAT="json", CELERY_BROKER_URL=redis_server.url, PYTHONPATH=str(ROOT))
-    tokens = demo_with_tokens(env, ["operator", "approver"])
-    env.update(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{RECEIVER_PORT}", OTEL_SERVICE_NAME="warrant-test",
-               OTEL_BSP_SCHEDULE_DELAY="100",
-               # An HTTP witness sink on the receiver: the seal's checkpoint goes out through httpx.
-               WARRANT_WITNESS_URL=f"http://127.0.0.1:{RECEIVER_PORT}/witness", WARRANT_WITNESS_ALLOWED_HOSTS="127.0.0.1")
-    worker = CeleryProcess(["worker", "-n", "traced@warrant-test", "-c", "1", "-P", "prefork", "-l", "info",
-                            "--without-gossip", "--without-mingle", "--without-heartbeat"],
-                           env, data_dir / "worker.log").start()
-    log_path = data_dir / "server.log"
-    with runserver(env, SERVER_PORT, log_path) as base:
-        worker.wait_ready()
-        yield {"url": base, "tokens": tokens, "receiver": receiver, "log": log_path, "worker_log": worker.log}
-        worker.stop()
+    worker = None
+    try:
+        redis_server.start()
+        env = {k: v for k, v in live_env(data_dir).items() if not k.startswith("OTEL_")}
+        env.update(WARRANT_LOG_FORMAT="json", CELERY_BROKER_URL=redis_server.url, PYTHONPATH=str(ROOT))
+        tokens = demo_with_tokens(env, ["operator", "approver"])
+        env.update(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{RECEIVER_PORT}", OTEL_SERVICE_NAME="warrant-test",
+                   OTEL_BSP_SCHEDULE_DELAY="100",
+                   # An HTTP witness sink on the receiver: the seal's checkpoint goes out through httpx.
+                   WARRANT_WITNESS_URL=f"http://127.0.0.1:{RECEIVER_PORT}/witness",
+                   WARRANT_WITNESS_ALLOWED_HOSTS="127.0.0.1")
+        worker = CeleryProcess(["worker", "-n", "traced@warrant-test", "-c", "1", "-P", "prefork", "-l", "info",
+                                "--without-gossip", "--without-mingle", "--without-heartbeat"],
+                               env, data_dir / "worker.log").start()
+        log_path = data_dir / "server.log"
+        with runserver(env, SERVER_PORT, log_path) as base:
+            worker.wait_ready()
+            yield {"url": base, "tokens": tokens, "receiver": receiver, "log": log_path, "worker_log": worker.log}
+    finally:
+        # Whatever failed on the way: the worker, the Redis server and the receiver's socket go with the module.
+        if worker is not None:
+            worker.stop()
         redis_server.kill()
-        receiver_server.shutdown()
+        loopback.stop(receiver_server)
 
 
 def _api(traced, user: str, method: str, path: str, body=None, **headers):

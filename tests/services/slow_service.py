@@ -13,6 +13,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from tests import loopback
+
 DOCUMENT = {
     "openapi": "3.0.3",
     "info": {"title": "slow acts", "version": "1"},
@@ -82,14 +84,14 @@ class SlowService:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        loopback.start(self._server)
         return self
 
     def stop(self) -> None:
-        self.gate.set()
+        self.gate.set()  # an answer still held must not keep its handler (and the test) waiting
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            loopback.stop(self._server)
+            self._server = None
 
     def duplicates(self) -> int:
         """Acts beyond one per distinct request body: an effect the service performed twice."""

@@ -3,31 +3,29 @@ posts the request once its park commits, a worker's reconciler tick posts the ex
 once, and the decision is posted by the process that made it. A real receiver on loopback
 checks every signature (tests/runs/test_notify_webhook.py)."""
 
-import threading
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from runs.models import ApprovalRequest
+from tests import loopback
 from tests.runs.test_notify_webhook import SECRET, Receiver
-from tests.services.conftest import XDIST_OFFSET, approve, check_invariants, email, start_run, wait_status
+from tests.services.conftest import approve, check_invariants, email, start_run, wait_status
 from tests.services.processes import wait_for
-
-PORT = 8122 + XDIST_OFFSET  # notify's block: 8120-8129
 
 
 def test_workers_post_the_park_and_the_reminder_and_the_decision_once_each(cluster, fault_agent, scenario,
                                                                          settings):
-    receiver = Receiver(PORT)
-    thread = threading.Thread(target=receiver.serve_forever, daemon=True)
-    thread.start()
-    hook = {"WARRANT_NOTIFY_WEBHOOK_URL": f"http://127.0.0.1:{PORT}/warrant", "WARRANT_NOTIFY_WEBHOOK_SECRET": SECRET,
-            "WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1", "WARRANT_WORKER_RECONCILE_SECONDS": "1"}
-    cluster.env.update(hook)
-    settings.WARRANT_NOTIFY_WEBHOOK_URL, settings.WARRANT_NOTIFY_WEBHOOK_SECRET = hook["WARRANT_NOTIFY_WEBHOOK_URL"], SECRET
-    settings.WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS = ("127.0.0.1",)
-    try:
+    # A port the system picks (Receiver's default): free whatever else runs beside, xdist workers included.
+    with loopback.running(Receiver()) as receiver:
+        hook = {"WARRANT_NOTIFY_WEBHOOK_URL": f"http://127.0.0.1:{receiver.port}/warrant",
+                "WARRANT_NOTIFY_WEBHOOK_SECRET": SECRET, "WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
+                "WARRANT_WORKER_RECONCILE_SECONDS": "1"}
+        cluster.env.update(hook)
+        settings.WARRANT_NOTIFY_WEBHOOK_URL = hook["WARRANT_NOTIFY_WEBHOOK_URL"]
+        settings.WARRANT_NOTIFY_WEBHOOK_SECRET = SECRET
+        settings.WARRANT_NOTIFY_WEBHOOK_ALLOWED_HOSTS = ("127.0.0.1",)
         cluster.worker()
         run = start_run({"turns": [[email("quarterly numbers")]], "final": "sent"})
         wait_status(run, {"awaiting_approval"})
@@ -52,7 +50,3 @@ def test_workers_post_the_park_and_the_reminder_and_the_decision_once_each(clust
         assert b"quarterly numbers" not in b"".join(r["raw"] for r in receiver.received)
         assert ApprovalRequest.objects.get(id=approval.id).reminded_at is not None
         check_invariants(scenario)
-    finally:
-        receiver.shutdown()
-        receiver.server_close()
-        thread.join(timeout=5)
