@@ -6,12 +6,11 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from agents import sources, trust
+from agents import sources
 from agents.breaker import breaker_state
 from agents.model_calls import model_profile_test
 from agents.models import (
     Agent, AgentVersion, CrmAccount, CrmTicket, ModelProfile, ModelProfileHealth, SentEmail, Tool, ToolSource,
-    TrustChange, TrustProposal,
 )
 from agents.backends import registered_names
 from agents.services import (
@@ -21,6 +20,9 @@ from core.admin import ReadOnlyAdmin
 from core.api_errors import DomainError
 from core.permissions import is_governance_admin
 from core.approver_roles import StaffedApproverRoleForm
+# Registers the trust changes' and the proposals' admins; the forms below propose through it.
+from agents.trust_admin import each, mark, propose_loosening
+from agents.trust_approval import loosening_split
 
 
 class ToolSourceAdminForm(StaffedApproverRoleForm):
@@ -40,34 +42,6 @@ class ToolSourceAdminForm(StaffedApproverRoleForm):
             for field, problems in exc.message_dict.items():
                 self.add_error(field if field in self.fields else None, problems)
         return cleaned
-
-
-def _each(model_admin, request, queryset, act, done: str) -> None:
-    """An admin action on each selected row through a service: its refusal is the row's error message."""
-    for obj in queryset:
-        try:
-            act(obj)
-        except DomainError as exc:
-            model_admin.message_user(request, exc.message, messages.ERROR)
-            continue
-        model_admin.message_user(request, f"{obj.name}: {done}")
-
-
-def _mark(model_admin, request, target, trusted: bool) -> None:
-    """The admin's trust mark goes through agents.trust as the API's does: untrusted at once,
-    trusted proposed, for another governance admin to confirm (Trust proposals)."""
-    try:
-        if trusted:
-            proposal = trust.trust_propose(target=target, user=request.user, reason="proposed in the admin")
-            model_admin.message_user(request, f"Marking {target.name} trusted is proposed (proposal {proposal.pk}); "
-                                              "it stays untrusted until another governance admin confirms it.",
-                                     messages.WARNING)
-        else:
-            (trust.tool_source_trust(source=target, trusted=False, user=request.user, reason="set in the admin")
-             if isinstance(target, ToolSource) else
-             trust.tool_trust(tool=target, trusted=False, user=request.user, reason="set in the admin"))
-    except DomainError as exc:
-        model_admin.message_user(request, exc.message, messages.ERROR)
 
 
 @admin.register(ToolSource)
@@ -96,11 +70,15 @@ class ToolSourceAdmin(admin.ModelAdmin):
         values = {f: form.cleaned_data[f] for f in sources.SOURCE_FIELDS if f in form.cleaned_data}
         # The form ran the same checks; the services are still the only writers.
         if change:
+            loosening = loosening_split(obj, values)  # changing or clearing its approver role: proposed below
             saved = sources.tool_source_update(source=obj, values=values, user=request.user)
         else:
+            loosening = {}
             saved = sources.tool_source_create(values=values | {"name": obj.name, "kind": obj.kind}, user=request.user)
         if "trusted" in form.changed_data:
-            _mark(self, request, saved, form.cleaned_data["trusted"])
+            mark(self, request, saved, form.cleaned_data["trusted"])
+        if loosening:
+            propose_loosening(self, request, saved, loosening)
         obj.pk = saved.pk
 
     @admin.action(description="Sync: discover tools (new ones arrive disabled; changed ones are held)")
@@ -117,40 +95,6 @@ class ToolSourceAdmin(admin.ModelAdmin):
             counts = ", ".join(f"{len(report[k])} {k}" for k in ("created", "changed", "unchanged", "removed", "rejected"))
             self.message_user(request, f"{source.name}: {counts}",
                               messages.WARNING if report["changed"] or report["removed"] else messages.SUCCESS)
-
-
-@admin.register(TrustChange)
-class TrustChangeAdmin(ReadOnlyAdmin):
-    """Who marked which tool or source trusted, or not, and when: written by agents.trust only."""
-
-    list_display = ["changed_at", "subject", "name", "was_trusted", "trusted", "changed_by", "proposed_by", "reason"]
-    list_filter = ["subject", "trusted"]
-    search_fields = ["name", "reason"]
-
-
-@admin.register(TrustProposal)
-class TrustProposalAdmin(ReadOnlyAdmin):
-    """Proposals to mark something trusted: confirmed, refused or withdrawn through agents.trust only."""
-
-    list_display = ["created_at", "subject", "name", "proposed_by", "state", "expires_at", "decided_by", "reason"]
-    list_filter = ["subject", "outcome"]
-    search_fields = ["name", "reason"]
-    actions = ["confirm", "refuse", "withdraw"]
-
-    def _decide(self, request, queryset, decide, done: str) -> None:
-        _each(self, request, queryset, lambda proposal: decide(proposal=proposal, user=request.user), done)
-
-    @admin.action(description="Confirm: mark it trusted (a governance admin who did not propose it)")
-    def confirm(self, request, queryset):
-        self._decide(request, queryset, trust.trust_confirm, "confirmed and marked trusted")
-
-    @admin.action(description="Refuse (another governance admin)")
-    def refuse(self, request, queryset):
-        self._decide(request, queryset, trust.trust_refuse, "refused")
-
-    @admin.action(description="Withdraw (its proposer)")
-    def withdraw(self, request, queryset):
-        self._decide(request, queryset, trust.trust_withdraw, "withdrawn")
 
 
 class ToolAdminForm(StaffedApproverRoleForm):
@@ -198,9 +142,20 @@ class ToolAdmin(admin.ModelAdmin):
         marked = "trusted_output" in form.changed_data
         if marked:
             obj.trusted_output = form.initial.get("trusted_output", False)  # set below, and recorded
+        loosening = {}
+        if change:  # lifting requires_approval, changing or clearing the approver role: kept as stored, proposed
+            stored = Tool.objects.get(pk=obj.pk)
+            loosening = loosening_split(stored, {f: form.cleaned_data[f] for f in ("requires_approval", "approver_role")
+                                                 if f in form.cleaned_data})
+            if "requires_approval" in loosening:
+                obj.requires_approval = stored.requires_approval
+            if "approver_role" in loosening:
+                obj.approver_role_id = stored.approver_role_id
         super().save_model(request, obj, form, change)
         if marked:
-            _mark(self, request, obj, form.cleaned_data["trusted_output"])
+            mark(self, request, obj, form.cleaned_data["trusted_output"])
+        if loosening:
+            propose_loosening(self, request, obj, loosening)
 
     @admin.display(description="change waiting for approval")
     def change(self, tool):
@@ -211,7 +166,7 @@ class ToolAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-approve: accept the change the source reports")
     def approve_change(self, request, queryset):
-        _each(self, request, queryset, lambda tool: sources.tool_change_approve(tool=tool, user=request.user),
+        each(self, request, queryset, lambda tool: sources.tool_change_approve(tool=tool, user=request.user),
               "change approved")
 
     @admin.action(description="Enable")

@@ -15,6 +15,7 @@ from agents.api_tools import ToolOutputSerializer
 from agents.models import Tool, ToolSource
 from agents.api_trust import TrustProposalSerializer, proposed
 from agents.trust import tool_source_trust, trust_propose
+from agents.trust_approval import approval_propose, loosening_split
 from agents.services import HTTP_URL_PATTERN, KeyEnvNameValidator
 from core.approver_roles import StaffedRoleField
 from agents.sources import HEADER_NAME
@@ -60,7 +61,11 @@ class _SourceFields(StrictSerializer):
                                      help_text="Name of the environment variable holding the header's value, never the "
                                                "value; not one of the platform's own (DJANGO_…, DATABASE…, WARRANT_…).")
     timeout_seconds = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
-    approver_role = StaffedRoleField(required=False, allow_null=True, help_text="Approves its side-effecting tools.")
+    approver_role = StaffedRoleField(
+        required=False, allow_null=True,
+        help_text="Approves the side-effecting tools a sync discovers. On PATCH, naming one where there was none takes "
+                  "effect at once; changing or clearing it is proposed (202, kind approval) and set when another "
+                  "governance admin confirms it.")
     enabled = serializers.BooleanField(required=False)
     trusted = serializers.BooleanField(
         required=False, help_text="Its tools' descriptions and results are not outsiders' text, so reading them does "
@@ -68,7 +73,8 @@ class _SourceFields(StrictSerializer):
                                   "202 on PATCH) and set when another governance admin confirms it. Recorded with "
                                   "who set it (agents.TrustChange).")
     trust_reason = serializers.CharField(required=False, allow_blank=True, max_length=1000,
-                                         help_text="Why the trust mark changes; kept with the change.")
+                                         help_text="Why the trust mark or the approver role changes; kept with the "
+                                                   "change, or with the proposal.")
 
 
 def _trust(source: ToolSource, values: dict, user):
@@ -133,7 +139,8 @@ class ToolSourceDetailApi(GenericAPIView):
                    description="Change how a source is reached; the name and kind are fixed. With trusted: true "
                                "the other changes are made and marking it trusted is proposed: 202 with the "
                                "proposal (trust-proposals/), the mark unchanged until another governance admin "
-                               "confirms it.",
+                               "confirms it. Changing or clearing its approver_role is proposed the same way (202, "
+                               "kind approval). One request makes one proposal (409 one_proposal_at_a_time).",
                    request=InputSerializer, responses={200: ToolSourceOutputSerializer, 202: TrustProposalSerializer,
                                                        **errors(400, 403, 404, 409)})
     def patch(self, request, name):
@@ -143,8 +150,13 @@ class ToolSourceDetailApi(GenericAPIView):
         values = dict(serializer.validated_data)
         trust = {k: values.pop(k) for k in ("trusted", "trust_reason") if k in values}
         with transaction.atomic():
+            # Changing or clearing a set approver role is proposed (agents.trust_approval), after the rest.
+            loosening = loosening_split(source, values, trust_asked=trust.get("trusted") is True and not source.trusted)
             source = sources.tool_source_update(source=source, values=values, user=request.user)
-            proposal = _trust(source, trust, request.user)
+            reason = trust.get("trust_reason", "")
+            proposal = _trust(source, trust, request.user)  # None when there is a loosening (else a 409 above)
+            if loosening:
+                proposal = approval_propose(target=source, user=request.user, change=loosening, reason=reason)
         if proposal is not None:
             return proposed(proposal)
         source.refresh_from_db(fields=["trusted"])

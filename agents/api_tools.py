@@ -12,6 +12,7 @@ from agents.models import Tool
 from agents.sources import tool_change_diff
 from agents.api_trust import TrustProposalSerializer, proposed
 from agents.trust import tool_trust, trust_propose
+from agents.trust_approval import approval_propose, loosening_split
 from core.api_fields import StrictSerializer
 from core.api_views import PaginatedList, errors
 from core.approver_roles import StaffedRoleField
@@ -75,15 +76,21 @@ class ToolDetailApi(GenericAPIView):
             help_text="Built-in tools only: a discovered tool's is its source's (409 described_by_source).")
         timeout_seconds = TimeoutField(required=False, help_text="Seconds, more than 0 and at most 600.")
         requires_approval = serializers.BooleanField(
-            required=False, help_text="Every call waits for the approver role, whatever the policies say.")
-        approver_role = StaffedRoleField(required=False, allow_null=True)
+            required=False, help_text="Every call waits for the approver role, whatever the policies say. true takes "
+                                      "effect at once; false, for a tool that requires approval, is proposed (202) "
+                                      "and set when another governance admin confirms it.")
+        approver_role = StaffedRoleField(
+            required=False, allow_null=True,
+            help_text="Who approves its calls. Naming one where there was none takes effect at once; changing or "
+                      "clearing it is proposed (202), as lifting requires_approval is.")
         trusted_output = serializers.BooleanField(
             required=False, help_text="Built-in tools only: its results hold no outsiders' text, so reading them does "
                                       "not taint a run (409 for a discovered tool: mark its source). false takes "
                                       "effect at once; true is proposed (202) and set when another governance "
                                       "admin confirms it. Recorded.")
         trust_reason = serializers.CharField(required=False, allow_blank=True, max_length=1000,
-                                             help_text="Why the trust mark changes; kept with the change.")
+                                             help_text="Why the trust mark or the approval changes; kept with the "
+                                                       "change, or with the proposal.")
 
         class Meta:
             ref_name = "ToolUpdate"
@@ -100,7 +107,10 @@ class ToolDetailApi(GenericAPIView):
         operation_id="tools_partial_update",
         description="Enable or disable a tool, or retune it. With trusted_output: true the other changes are made "
                     "and marking it trusted is proposed: 202 with the proposal (trust-proposals/), the mark "
-                    "unchanged until another governance admin confirms it.",
+                    "unchanged until another governance admin confirms it. Loosening its approval (requires_approval "
+                    "true -> false, changing or clearing a set approver_role) is proposed the same way (202, kind "
+                    "approval); tightening it is made at once. One request makes one proposal (409 "
+                    "one_proposal_at_a_time).",
         request=InputSerializer,
         responses={200: ToolOutputSerializer, 202: TrustProposalSerializer, **errors(400, 403, 404, 409)},
     )
@@ -115,6 +125,9 @@ class ToolDetailApi(GenericAPIView):
             # What no one may change (409), on the row as it is now, locked, before anything is written.
             services.tool_fixed_check(Tool.objects.select_related("tool_source").select_for_update(of=("self",))
                                       .get(pk=tool.pk), values)
+            # Lifting requires_approval, changing or clearing the approver role: proposed below, after the rest.
+            loosening = loosening_split(tool, values, trust_asked=values.get("trusted_output") is True and bool(
+                tool.tool_source_id or not tool.trusted_output))
             # Through agents.trust, which records who changed it: untrusted at once, trusted proposed.
             if "trusted_output" in values:
                 if not values.pop("trusted_output"):
@@ -122,4 +135,6 @@ class ToolDetailApi(GenericAPIView):
                 elif tool.tool_source_id or not tool.trusted_output:  # a discovered tool: 409 from agents.trust
                     proposal = trust_propose(target=tool, user=request.user, reason=reason)
             tool = services.tool_update(tool=tool, values=values)
+            if loosening:
+                proposal = approval_propose(target=tool, user=request.user, change=loosening, reason=reason)
         return proposed(proposal) if proposal is not None else Response(self.get_serializer(tool).data)

@@ -1,6 +1,8 @@
 """Trust proposals: a mark of trust one governance admin proposed (PATCH of a tool source's `trusted`
-or a built-in tool's `trusted_output`, answered 202), waiting for another to confirm or refuse it,
-or for its proposer to withdraw it. Governance admins only (agents.trust says why it takes two).
+or a built-in tool's `trusted_output`, answered 202), or a loosening of a tool's or a source's
+approval (PATCH of `requires_approval` or `approver_role`, answered 202, kind "approval"), waiting
+for another to confirm or refuse it, or for its proposer to withdraw it. Governance admins only
+(agents.trust and agents.trust_approval say why it takes two).
 """
 
 from drf_spectacular.utils import extend_schema
@@ -26,12 +28,21 @@ class TrustProposalSerializer(serializers.ModelSerializer):
     change_seq = serializers.IntegerField(
         read_only=True, allow_null=True,
         help_text="The seq of the trust chain's change that set the mark, once confirmed (null when it was trusted "
-                  "already).")
+                  "already, and for an approval proposal).")
+    kind = serializers.ChoiceField(
+        choices=TrustProposal.Kind.values, read_only=True,
+        help_text="trust: mark the subject trusted; approval: loosen its approval as `change` says.")
+    change = serializers.DictField(
+        read_only=True, help_text="kind approval: what confirming sets, by field (requires_approval: false, "
+                                  "approver_role: a role's name or null); {} for a mark of trust.")
+    was = serializers.DictField(
+        read_only=True, help_text="kind approval: the approval when it was proposed; confirming is refused (409) "
+                                  "if it is no longer that.")
 
     class Meta:
         model = TrustProposal
         ref_name = "TrustProposal"
-        fields = ["id", "subject", "name", "reason", "proposed_by", "created_at", "expires_at", "state", "decided_by",
+        fields = ["id", "kind", "subject", "name", "change", "was", "reason", "proposed_by", "created_at", "expires_at", "state", "decided_by",
                   "decided_at", "change_seq"]
         read_only_fields = fields
 
@@ -45,10 +56,11 @@ class TrustProposalListApi(PaginatedList, GenericAPIView):
     permission_classes = [IsGovernanceAdmin]
     serializer_class = TrustProposalSerializer
     queryset = TrustProposal.objects.select_related("proposed_by", "decided_by")
-    filterset_fields = ["subject", "name", "outcome"]
+    filterset_fields = ["kind", "subject", "name", "outcome"]
 
     @extend_schema(operation_id="trust_proposals_list",
-                   description="Proposals to mark a tool source or a built-in tool trusted, newest first. "
+                   description="Proposals to mark a tool source or a built-in tool trusted, or to loosen a tool's "
+                               "or a source's approval, newest first. "
                                "`outcome=pending` includes expired ones (state says which).",
                    responses={200: TrustProposalSerializer(many=True), **errors(403)})
     def get(self, request):
@@ -71,8 +83,10 @@ class TrustProposalConfirmApi(_Decide):
 
     @extend_schema(operation_id="trust_proposals_confirm", request=None,
                    description="A second governance admin confirms: the mark is set, and the sealed trust change "
-                               "names who proposed it and who confirmed it. 403 second_admin_required for its "
-                               "proposer; 409 request_expired past expires_at; 409 once decided.",
+                               "names who proposed it and who confirmed it; or the approval change is written, "
+                               "and the proposal names both. 403 second_admin_required for its proposer; 409 "
+                               "request_expired past expires_at; 409 once decided, or when the approval is no "
+                               "longer what it was proposed against.",
                    responses={200: TrustProposalSerializer, **errors(403, 404, 409)})
     def post(self, request, pk):
         return super().post(request, pk)

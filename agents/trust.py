@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 SEAL: list = []
 Subject = TrustChange.Subject
 Outcome = TrustProposal.Outcome
+Kind = TrustProposal.Kind
 _NOUN = {Subject.TOOL_SOURCE: "tool source", Subject.TOOL: "tool"}
 
 
@@ -143,22 +144,36 @@ def trust_propose(*, target: ToolSource | Tool, user, reason: str = "") -> Trust
     target = _target(subject, target.name, lock=True)
     if subject == Subject.TOOL:
         _built_in(target)
-    what = f"the {_NOUN[subject]} {target.name}"
     if _is_trusted(target):
-        raise Conflict(f"{what} is trusted already", details={"name": target.name})
-    pending = TrustProposal.objects.select_for_update().filter(subject=subject, name=target.name,
-                                                               outcome=Outcome.PENDING).first()
+        raise Conflict(f"the {_NOUN[subject]} {target.name} is trusted already", details={"name": target.name})
+    return proposal_open(TrustProposal(kind=Kind.TRUST, subject=subject, name=target.name, reason=reason), user=user)
+
+
+def proposal_what(proposal: TrustProposal) -> str:
+    """What the proposal would do, in words: "marking the tool x trusted", "loosening the approval of ..."."""
+    noun = _NOUN[proposal.subject] if proposal.kind == Kind.TRUST else proposal.subject.replace("_", " ")
+    if proposal.kind == Kind.TRUST:
+        return f"marking the {noun} {proposal.name} trusted"
+    said = ", ".join(f"{field} {proposal.was.get(field)!r} -> {value!r}" for field, value in proposal.change.items())
+    return f"loosening the approval of the {noun} {proposal.name} ({said})"
+
+
+def proposal_open(proposal: TrustProposal, *, user) -> TrustProposal:
+    """Save an unsaved proposal as its proposer's, pending, unless one of its kind for the same target
+    still stands (409); an expired one gives way to it. Inside the caller's transaction, target locked."""
+    pending = TrustProposal.objects.select_for_update().filter(kind=proposal.kind, subject=proposal.subject,
+                                                               name=proposal.name, outcome=Outcome.PENDING).first()
     if pending is not None and pending.state == Outcome.PENDING:
-        raise Conflict(f"marking {what} trusted is proposed already (proposal {pending.pk}): confirm, refuse or "
+        raise Conflict(f"{proposal_what(pending)} is proposed already (proposal {pending.pk}): confirm, refuse or "
                        "withdraw that one", details={"proposal": pending.pk})
     if pending is not None:  # expired: it no longer stands, and it gives way to this one
         pending.outcome = Outcome.EXPIRED
         pending.save(update_fields=["outcome"])
-    now = timezone.now()
-    return TrustProposal.objects.create(
-        subject=subject, name=target.name, reason=reason, proposed_by=user, created_at=now,
-        proposer_roles=sorted(user.groups.values_list("name", flat=True)),
-        expires_at=now + timedelta(hours=proposal_hours()))
+    proposal.proposed_by, proposal.created_at = user, timezone.now()
+    proposal.proposer_roles = sorted(user.groups.values_list("name", flat=True))
+    proposal.expires_at = proposal.created_at + timedelta(hours=proposal_hours())
+    proposal.save(force_insert=True)
+    return proposal
 
 
 def _pending(proposal: TrustProposal) -> TrustProposal:
@@ -177,14 +192,20 @@ def _decide(proposal: TrustProposal, outcome: str, user, change: TrustChange | N
 
 @transaction.atomic
 def trust_confirm(*, proposal: TrustProposal, user) -> TrustProposal:
-    """A second governance admin confirms: the mark is set and the sealed change names both."""
+    """A second governance admin confirms: the mark is set and the sealed change names both; or, for
+    an approval proposal, its change is written (agents.trust_approval) and the proposal names both."""
     proposal = _pending(proposal)
-    what = f"marking the {_NOUN[proposal.subject]} {proposal.name} trusted"
+    what = proposal_what(proposal)
     check_second_admin(user, what=what, parties=[(proposal.proposed_by, "proposed it")],
                        details={"proposal": proposal.pk})
     if proposal.state == "expired":
         raise RequestExpired(f"{what} was proposed more than {proposal_hours():g} hours ago and can no longer be "
                               "confirmed; propose it again", details={"proposal": proposal.pk})
+    if proposal.kind == Kind.APPROVAL:
+        from agents.trust_approval import approval_write  # it imports this module (and agents.sources does too)
+
+        approval_write(proposal, user=user)
+        return _decide(proposal, Outcome.CONFIRMED, user)
     target = _target(proposal.subject, proposal.name)
     _, change = _set(target, trusted=True, user=user, reason=proposal.reason, proposal=proposal)
     return _decide(proposal, Outcome.CONFIRMED, user, change)
@@ -194,7 +215,7 @@ def trust_confirm(*, proposal: TrustProposal, user) -> TrustProposal:
 def trust_refuse(*, proposal: TrustProposal, user) -> TrustProposal:
     """Another governance admin turns a pending proposal down (its proposer withdraws it instead)."""
     proposal = _pending(proposal)
-    check_second_admin(user, what=f"refusing to mark the {_NOUN[proposal.subject]} {proposal.name} trusted",
+    check_second_admin(user, what=f"refusing proposal {proposal.pk} ({proposal_what(proposal)})",
                        parties=[(proposal.proposed_by, "proposed it and may withdraw it")],
                        details={"proposal": proposal.pk})
     return _decide(proposal, Outcome.REFUSED, user)
@@ -205,6 +226,6 @@ def trust_withdraw(*, proposal: TrustProposal, user) -> TrustProposal:
     """The proposer takes a pending proposal back."""
     proposal = _pending(proposal)
     if getattr(user, "pk", None) != proposal.proposed_by_id:
-        raise Forbidden("only its proposer may withdraw a trust proposal; another governance admin refuses it",
+        raise Forbidden("only its proposer may withdraw a proposal; another governance admin refuses it",
                         details={"proposal": proposal.pk})
     return _decide(proposal, Outcome.WITHDRAWN, user)

@@ -45,10 +45,18 @@ class TrustChange(models.Model):
 
 
 class TrustProposal(models.Model):
-    """A governance admin's proposal to mark a tool source or a built-in tool trusted. It changes
-    nothing: only a different governance admin's confirmation sets the mark (agents.trust), and
-    the TrustChange sealed then names both. Withdrawn by its proposer, refused by another admin,
-    or left to expire at `expires_at` (WARRANT["TRUST_PROPOSAL_HOURS"] after it was made)."""
+    """A governance admin's proposal to loosen Warrant's hold on a tool or a tool source: to mark it
+    trusted (kind "trust": a tool source or a built-in tool), or to loosen its approval (kind
+    "approval": lift a tool's requires_approval, change or clear a tool's or a source's approver
+    role; `change` is what it sets, `was` the approval as it stood then). It changes nothing: only a
+    different governance admin's confirmation writes it (agents.trust, agents.trust_approval); the
+    TrustChange sealed for a mark, and the confirmed proposal itself, name both. Withdrawn by its
+    proposer, refused by another admin, or left to expire at `expires_at`
+    (WARRANT["TRUST_PROPOSAL_HOURS"] after it was made)."""
+
+    class Kind(models.TextChoices):
+        TRUST = "trust", "Mark it trusted"
+        APPROVAL = "approval", "Loosen its approval"
 
     class Outcome(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -57,8 +65,13 @@ class TrustProposal(models.Model):
         WITHDRAWN = "withdrawn", "Withdrawn"
         EXPIRED = "expired", "Expired"  # set when a new proposal of the same mark replaces it
 
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.TRUST)
     subject = models.CharField(max_length=16, choices=TrustChange.Subject.choices)
     name = models.CharField(max_length=64)
+    # kind "approval": the fields it sets ({"requires_approval": false, "approver_role": "name" or null}),
+    # and the approval as it was when proposed; confirming is refused if it no longer is.
+    change = models.JSONField(default=dict, blank=True)
+    was = models.JSONField(default=dict, blank=True)
     reason = models.TextField(blank=True)
     proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     # The proposer's roles when they proposed, sealed with the change if it is confirmed.
@@ -74,8 +87,8 @@ class TrustProposal(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        constraints = [models.UniqueConstraint(fields=["subject", "name"], condition=models.Q(outcome="pending"),
-                                               name="one_pending_trust_proposal")]
+        constraints = [models.UniqueConstraint(fields=["kind", "subject", "name"], condition=models.Q(outcome="pending"),
+                                               name="one_pending_proposal_of_each_kind")]
 
     @property
     def state(self) -> str:
@@ -85,4 +98,4 @@ class TrustProposal(models.Model):
         return self.outcome
 
     def __str__(self) -> str:
-        return f"trust {self.subject} {self.name}: {self.state}"
+        return f"{self.kind} {self.subject} {self.name}: {self.state}"
