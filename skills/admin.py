@@ -145,6 +145,11 @@ class SkillAdmin(admin.ModelAdmin):
             return redirect("admin:skills_skill_change", obj.pk)
         return super().response_change(request, obj)
 
+    def log_change(self, request, obj, message):
+        if getattr(request, "warrant_gate_refused", False):  # nothing changed: no "Changed …" entry either
+            return None
+        return super().log_change(request, obj, message)
+
     def has_delete_permission(self, request, obj=None):
         # An active skill's row deleted would take its contract out of force past the gate: retire it.
         return super().has_delete_permission(request, obj) and (obj is None or obj.status != Skill.Status.ACTIVE)

@@ -12,6 +12,7 @@ the history row. The platform (no user: load_demo) stays one step.
 """
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 
 from evals.models import EvalRun, GoldenCase
@@ -156,6 +157,7 @@ def test_the_workbench_goes_through_the_same_gate_and_does_not_delete_an_active_
     assert "Not saved" in refused and "does not pass without skill" in refused
     assert "was changed successfully" not in refused
     assert Skill.objects.get(pk=constraining.pk).status == "active"
+    assert not LogEntry.objects.filter(object_id=str(constraining.pk), content_type__model="skill").exists()
     assert admin_client.post(f"/admin/skills/skill/{constraining.pk}/delete/", {"post": "yes"}).status_code == 403
     admin_client.raise_request_exception = False  # Django's bulk delete refuses with PermissionDenied
     bulk = admin_client.post("/admin/skills/skill/", {"action": "delete_selected",
