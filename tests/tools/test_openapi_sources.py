@@ -111,16 +111,18 @@ def test_an_openapi_post_needs_approval_and_then_runs_exactly_once(warrant_api, 
     assert (effect.status, effect.attempts) == ("done", 1)
 
 
-def test_a_governance_admin_may_lift_the_approval_of_an_openapi_write(warrant_api, replay_agent, admin):
+def test_two_governance_admins_may_lift_the_approval_of_an_openapi_write(warrant_api, replay_agent, admin):
     tool = _enable_and_grant("warrant__policies_evaluate")
+    second = APIClient()
+    second.force_authenticate(second_governance_admin())
     response = admin.patch(f"/api/v1/tools/{tool.name}/", {"requires_approval": False}, format="json")
-    assert response.status_code == 200 and response.json()["requires_approval"] is False
+    assert response.status_code == 202 and response.json()["kind"] == "approval"  # proposed: a second admin confirms
+    assert second.post(f"/api/v1/trust-proposals/{response.json()['id']}/confirm/").json()["state"] == "confirmed"
+    assert Tool.objects.get(pk=tool.pk).requires_approval is False
     # Its description is the source's text: until the source is trusted, it taints the run.
     response = admin.patch("/api/v1/tool-sources/warrant/", {"trusted": True, "trust_reason": "our own API"},
                            format="json")
     assert response.status_code == 202  # proposed: a second governance admin confirms it
-    second = APIClient()
-    second.force_authenticate(second_governance_admin())
     assert second.post(f"/api/v1/trust-proposals/{response.json()['id']}/confirm/").json()["state"] == "confirmed"
     carry(replay_agent, tool)
     arguments = {"body": {"agent": "crm-assistant", "input": "List all accounts."}}
