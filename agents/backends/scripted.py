@@ -52,7 +52,7 @@ def answer(plan: Plan) -> str:
     lookups (resolvers, listers) speak only when nothing else was asked."""
     answered = [call for call in plan.history if call.envelope is not None]
     if not answered:
-        if plan.skipped and (plan.steps or plan.orders):
+        if plan.skipped:
             return f"I could not do that: {plan.skipped[0]}."
         return CANNOT_HELP if not plan.history else "The tools have not answered yet, so I have nothing to report."
     words, lookups = wording(), plan.lookups()

@@ -5,14 +5,16 @@ the tool on offer that says the kind in its name and takes a `query` resolves a 
 one that says it and takes nothing lists them all. A property takes, by its name: `<kind>_id` a
 record's id, a resolver's `query` a record's name, another `query` (`q`, `topic`, `search`) a
 topic, `to` an address, `name` a name; a wording module may read others (FILLS: the calculator's
-`expression`, an email's `subject` and `body`). A fill is ready (values,
-several to fan out over), wait (first make these lookups) or skip (and why); a call is as ready as
-its least ready argument.
+`expression`, an email's `subject` and `body`). A fill is ready (values, several to fan out
+over), wait (first make these lookups) or skip (and why); a call is as ready as its least ready
+argument.
 
 The steps are the tools the prompt's playbook and skill sections name, else those whose name words
-the request says. Orders ("call `x` with {...}") in the user's messages or in successful results
-come first, once each, even for tools not on offer; a turn makes every call whose arguments are
-known and the lookups the others wait for, never a call already made.
+the request says. Orders ("call `x` with {...}", or a wording module's phrase such as "delete the
+account Initech") in the user's messages or in successful results come first, even for tools not on
+offer (taken to want the id of each kind their name says); an order without arguments is filled as
+a step is, from its sentence or from the target its phrase named. A turn makes every call whose
+arguments are known and the lookups the others wait for, never a call already made.
 """
 
 import json
@@ -96,18 +98,25 @@ def id_of(row: dict) -> str | None:
 
 @dataclass(frozen=True)
 class Scope:
-    """What the words that say what to do name: the request's, or an order's sentence."""
+    """What the words that say what to do name: the request's, an order's sentence, or an order's target."""
 
     text: str
-    entities: tuple[str, ...]
-    ids: tuple[str, ...]
-    emails: tuple[str, ...]
+    entities: tuple[str, ...] = ()
+    ids: tuple[str, ...] = ()
+    emails: tuple[str, ...] = ()
     fan_out: bool = False  # with no record named, use every record the lister returned
 
 
 def scope_of(words: str, fan_out: bool = False) -> Scope:
     return Scope(words, tuple(text.entities(words)), tuple(text.distinct(text.ID, words)),
                  tuple(text.distinct(text.ADDRESS, words)), fan_out)
+
+
+def target_scope(order: text.Order) -> Scope:
+    """What a wording phrase's order is about: the one address, record id or record name it named."""
+    target = order.target
+    named = "emails" if re.fullmatch(text.ADDRESS, target) else "ids" if re.fullmatch(text.ID, target) else "entities"
+    return Scope(order.text, **{named: (target,)})
 
 
 @dataclass
@@ -203,10 +212,9 @@ class Plan:
 
     def next_calls(self) -> list[tuple[str, dict]]:
         """Every call whose arguments are known now, and the lookups the others wait for; never a
-        call already made. Orders first, a bare "call X" (no arguments, no target) once."""
+        call already made. Orders first."""
         seen = {(call.name, dumps(call.arguments)) for call in self.history}
-        fills = [(order.tool, self.fill_order(order)) for order in self.orders
-                 if order.arguments is not None or order.target is not None or not self.made(order.tool)]
+        fills = [(order.tool, self.fill_order(order)) for order in self.orders]
         batch = []
         for tool, fill in fills + [(step, self.fill_step(step, self.scope)) for step in self.steps]:
             self.skipped += [fill.reason] if fill.status == "skip" else []
@@ -243,8 +251,6 @@ class Plan:
         if not (scope.fan_out and lister and not is_side_effect(tool)):
             return skip(f"the request names no {kind}")
         listed = [call for call in self.made(lister) if call.envelope is not None]
-        if listed and not listed[0].ok:
-            return skip(f"the {kind} list is not available")
         return Fill("ready", [i for i in map(id_of, rows(listed[0].data)) if i]) if listed else Fill(
             "wait", needs=[(lister, {})])
 
@@ -269,9 +275,15 @@ class Plan:
     def description(self, tool: str) -> str:
         return str((self.tools.get(tool) or {}).get("description") or "")
 
+    def schema(self, tool: str) -> dict:
+        """A tool's input schema; one not on offer (an order may name it) takes the id of each kind its name says."""
+        if tool in self.tools:
+            return self.tools[tool].get("input_schema") or {}
+        return {"properties": {f"{kind}_id": {} for kind in self.kinds if text.stem(kind) in text.tool_words(tool)}}
+
     def fill_step(self, tool: str, scope: Scope) -> Fill:
         """Argument sets for one tool: every combination of the values found (fan-out)."""
-        schema = (self.tools.get(tool) or {}).get("input_schema") or {}
+        schema = self.schema(tool)
         fills = {prop: self.value_for(tool, prop, scope) for prop in schema.get("properties") or {}}
         required = schema.get("required") or []
         if missing := [fill for prop, fill in fills.items() if fill.status == "skip" and prop in required]:
@@ -282,21 +294,14 @@ class Plan:
         return Fill("ready", [dict(zip(chosen, combo, strict=True)) for combo in product(*chosen.values())])
 
     def fill_order(self, order: text.Order) -> Fill:
+        """An order's call: its arguments as given, else filled from what its target or sentence names."""
         if order.arguments is not None:
             return Fill("ready", [order.arguments])
-        if order.fill:  # a wording module's phrase: it says how its target fills the call
-            return order.fill(self, order)
-        return self.fill_step(order.tool, scope_of(order.text))  # a tool not on offer has no properties: {}
-
-    def fill_record(self, order: text.Order) -> Fill:
-        """An order's target as the record the call is about ("delete the account Initech"), of the
-        kind the tool's name says; a filler for wording modules' ORDERS."""
-        kind = next((kind for kind in self.kinds if text.stem(kind) in text.tool_words(order.tool)), None)
-        if re.fullmatch(text.ID, order.target) and re.fullmatch(self.patterns.get(kind, ".*"), order.target):
-            return Fill("ready", [{f"{kind or 'record'}_id": order.target}])
-        found = self.resolve(order.target, kind) if kind else skip(f"no way to look up {order.target!r}")
-        found.values = [{f"{kind}_id": record["id"]} for record in found.values]
-        return found
+        if order.target is None:
+            return self.fill_step(order.tool, scope_of(order.text))
+        if not self.schema(order.tool).get("properties"):  # not on offer, and of no kind of record known
+            return skip(f"no way to look up {order.target!r}")
+        return self.fill_step(order.tool, target_scope(order))
 
 
 def _text(content) -> str:

@@ -33,16 +33,15 @@ GENERIC_VERBS = frozenset({"get", "list", "compute", "search", "fetch", "find", 
 @cache
 def wording() -> SimpleNamespace:
     """The wording modules merged. Each may define SYNONYMS (a request word's stem -> a word the
-    tools use), ORDERS ((tool, pattern, filler(plan, order) -> Fill): a phrase that orders a call
-    without naming the tool, group 1 its target), ASKED (property -> predicate(request): a tool
+    tools use), ORDERS ((tool, pattern): a phrase that orders a call without naming the tool, group 1
+    its target: an address, a record's id or its name), ASKED (property -> predicate(request): a tool
     taking it is a step when the request says so), FILLS (property -> filler(plan, tool, scope) ->
     Fill, or None to leave the property to the planner), ANSWERS (tool -> phrase(call, said)) and
     SUMMARIES (tool -> phrase(calls, said): one block for all of a tool's results)."""
     parts = [import_module(path) for path in WORDING_MODULES]
     merged = {key.lower(): {k: v for part in parts for k, v in getattr(part, key, {}).items()}
               for key in ("SYNONYMS", "ASKED", "FILLS", "ANSWERS", "SUMMARIES")}
-    orders = [(tool, re.compile(pattern), fill)
-              for part in parts for tool, pattern, fill in getattr(part, "ORDERS", ())]
+    orders = [(tool, re.compile(pattern)) for part in parts for tool, pattern in getattr(part, "ORDERS", ())]
     return SimpleNamespace(**merged, orders=orders)
 
 
@@ -152,7 +151,6 @@ class Order:
     target: str | None  # an address or a record (id or name) the phrase named
     text: str  # the sentence the order came from, for filling arguments
     span: tuple[int, int]
-    fill: object = None  # a wording phrase's filler(plan, order) -> Fill
 
 
 def find_orders(text: str, tool_names) -> list[Order]:
@@ -163,11 +161,11 @@ def find_orders(text: str, tool_names) -> list[Order]:
             arguments, end = _arguments_after(text, match.end())
             sentence = next((part for part in sentences(text) if match.group(2) in part), text)
             orders.append(Order(match.group(2), arguments, None, sentence, (match.start(), end)))
-    for tool, pattern, fill in wording().orders:
+    for tool, pattern in wording().orders:
         for match in pattern.finditer(text or ""):
             target = match.group(1).strip("'\"")  # a name may be quoted
             if target.lower() not in ("the", "a", "an", "and", "now", "too", "it", "this", "that"):
-                orders.append(Order(tool, None, target, text, match.span(), fill))
+                orders.append(Order(tool, None, target, text, match.span()))
     kept: list[Order] = []
     for order in sorted(orders, key=lambda order: order.span):
         if not kept or order.span[0] >= kept[-1].span[1]:

@@ -9,7 +9,7 @@ no settings.
 
 import re
 
-from agents.backends.scripted_plan import Fill, Plan, rows
+from agents.backends.scripted_plan import Fill, rows
 from agents.backends.scripted_text import ADDRESS, NAME, number_text, phrase_after, sentences
 
 # Request words (stems) that name what a tool or a record's field is about without using its words.
@@ -18,19 +18,14 @@ SYNONYMS = {"risk": "health", "churn": "health", "churning": "health", "incident
 _TARGET = rf"""(A-\d+|"[^"]+"|'[^']+'|{NAME}|[\w-]+)"""
 
 
-def _email_order(plan, order) -> Fill:  # "email dana@example.com about ...": the whole email, to the address said
-    return Fill("ready", [email(order.text, order.target, plan.description(order.tool))])
-
-
-# (tool, pattern, filler(plan, order) of the call): group 1 is an address, or the record (id or name) to delete.
+# (tool, pattern): group 1 is the address to write to, or the record (id or name) to delete. The planner fills
+# the rest of the call as for a step about that target.
 ORDERS = (
-    ("send_email", rf"(?i)\b(?:send|write|forward)\s+(?:an?\s+|the\s+)?(?:e-?mail|message|note)\s+to\s+({ADDRESS})",
-     _email_order),
-    ("send_email", rf"(?i)\be-?mail\s+({ADDRESS})", _email_order),
+    ("send_email", rf"(?i)\b(?:send|write|forward)\s+(?:an?\s+|the\s+)?(?:e-?mail|message|note)\s+to\s+({ADDRESS})"),
+    ("send_email", rf"(?i)\be-?mail\s+({ADDRESS})"),
     # Case matters for a name (a run of capitalised words) but not for the verb around it.
-    ("delete_account", r"\b(?i:delete|remove)\s+(?i:the\s+)?(?i:account)\s+(?:(?i:named|called|for|of)\s+)?" + _TARGET,
-     Plan.fill_record),
-    ("delete_account", rf"\b(?i:delete|remove)\s+(?i:the\s+)?({NAME})['’]s\s+(?i:account)\b", Plan.fill_record),
+    ("delete_account", r"\b(?i:delete|remove)\s+(?i:the\s+)?(?i:account)\s+(?:(?i:named|called|for|of)\s+)?" + _TARGET),
+    ("delete_account", rf"\b(?i:delete|remove)\s+(?i:the\s+)?({NAME})['’]s\s+(?i:account)\b"),
 )
 
 

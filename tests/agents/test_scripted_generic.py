@@ -83,7 +83,7 @@ def test_the_demo_tools_words_come_from_the_wording_beside_them():
     assert WORDING_MODULES == ("agents.tools.crm_wording", "agents.tools.calculator_wording")
     assert set(words.answers) | set(words.summaries) == {tool["name"] for tool in demo_tools()}
     assert words.synonyms["churn"] == "health" and words.answers["send_email"] is crm_wording.sent
-    assert {tool for tool, _, _ in words.orders} == {"send_email", "delete_account"}
+    assert {tool for tool, _ in words.orders} == {"send_email", "delete_account"}
     assert words.answers["calculator"] is calculator_wording.calculated
     assert set(words.fills) == {"expression", "subject", "body"}  # the calculator's, then the email's
 
@@ -100,3 +100,16 @@ def test_a_tool_it_has_never_seen_that_takes_an_expression_is_given_the_requests
         [[("evaluate", {"expression": "6 * 7"})]], 'evaluate returned: {"result": 42}')
     assert Conversation("Evaluate the weather.", tools=tools, answer=evaluating).batches() == (
         [], "I can't help with that using the tools available to me.")
+
+
+def test_an_order_phrase_is_filled_by_the_schema_of_the_tool_it_orders():
+    # "Send an email to ..." names the tool through crm_wording's phrase; the call takes the properties
+    # the tool's schema gives (here `recipient`, not `to`), filled as for a step about that address.
+    tools = [tool if tool["name"] != "send_email" else
+             {**tool, "input_schema": schema(recipient="An address.", subject="A subject.", body="Plain text.")}
+             for tool in demo_tools()]
+    [[(name, arguments)]], _ = Conversation("Send an email to ops@example.com about the outage.", tools=tools).batches()
+
+    assert name == "send_email" and list(arguments) == ["recipient", "subject", "body"]
+    assert (arguments["recipient"], arguments["subject"]) == ("ops@example.com", "Outage")
+    assert arguments["body"].startswith("Hi Ops,\n\nI am writing about the outage.")
