@@ -193,6 +193,12 @@ def test_it_resolves_initech_before_asking_to_delete_it():
     assert answer == "The call to delete_account was denied by an approver, so nothing was deleted."
 
 
+def test_a_deletion_ordered_by_id_needs_no_lookup():
+    batches, _ = Conversation("Remove account A-400.").batches()
+
+    assert batches == [[("delete_account", {"account_id": "A-400"})]]
+
+
 def test_it_cannot_help_with_a_salary_question():
     response = ScriptedBackend().complete(
         ModelRequest(
