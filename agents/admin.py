@@ -22,7 +22,7 @@ from core.permissions import is_governance_admin
 from core.approver_roles import StaffedApproverRoleForm
 # Registers the trust changes' and the proposals' admins; the forms below propose through it.
 from agents.trust_admin import each, mark, propose_loosening
-from agents.trust_approval import loosening_split
+from agents.trust_approval import change_propose, loosening_split, reapproval_proposed
 
 
 class ToolSourceAdminForm(StaffedApproverRoleForm):
@@ -164,10 +164,18 @@ class ToolAdmin(admin.ModelAdmin):
             return "none"
         return format_html('<pre style="white-space: pre-wrap">{}</pre>', diff)
 
-    @admin.action(description="Re-approve: accept the change the source reports")
+    @admin.action(description="Re-approve: accept the change the source reports (a trusted source's: proposed)")
     def approve_change(self, request, queryset):
-        each(self, request, queryset, lambda tool: sources.tool_change_approve(tool=tool, user=request.user),
-              "change approved")
+        def approve(tool):
+            if not reapproval_proposed(tool):
+                return sources.tool_change_approve(tool=tool, user=request.user)
+            proposal = change_propose(tool=tool, user=request.user, reason="proposed in the admin")
+            self.message_user(request, f"{tool.name}: its source is trusted, so re-approving is proposed (proposal "
+                                       f"{proposal.pk}); it stays held until another governance admin confirms it.",
+                              messages.WARNING)
+
+        each(self, request, queryset.select_related("tool_source"), approve,
+             "re-approved (or, for a trusted source's tool, proposed: see above)")
 
     @admin.action(description="Enable")
     def enable(self, request, queryset):

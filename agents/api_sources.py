@@ -15,7 +15,7 @@ from agents.api_tools import ToolOutputSerializer
 from agents.models import Tool, ToolSource
 from agents.api_trust import TrustProposalSerializer, proposed
 from agents.trust import tool_source_trust, trust_propose
-from agents.trust_approval import approval_propose, loosening_split
+from agents.trust_approval import approval_propose, change_propose, loosening_split, reapproval_proposed
 from agents.services import HTTP_URL_PATTERN, KeyEnvNameValidator
 from core.approver_roles import StaffedRoleField
 from agents.sources import HEADER_NAME
@@ -202,12 +202,17 @@ class ToolSourceSyncApi(GenericAPIView):
 class ToolApproveChangeApi(GenericAPIView):
     permission_classes = [IsGovernanceAdmin]
     serializer_class = ToolOutputSerializer
-    queryset = Tool.objects.all()
+    queryset = Tool.objects.select_related("tool_source")
     lookup_field = "name"
 
     @extend_schema(operation_id="tools_approve_change", request=None,
-                   description="Accept the change a held tool's source reports (see pending_change and change_diff).",
-                   responses={200: ToolOutputSerializer, **errors(403, 404, 409)})
+                   description="Accept the change a held tool's source reports (see pending_change and change_diff). "
+                               "For a trusted source's tool it is proposed instead: 202 with the proposal (kind "
+                               "change, trust-proposals/), the tool held until another governance admin confirms it.",
+                   responses={200: ToolOutputSerializer, 202: TrustProposalSerializer, **errors(403, 404, 409)})
     def post(self, request, name):
-        tool = sources.tool_change_approve(tool=self.get_object(), user=request.user)
+        tool = self.get_object()
+        if reapproval_proposed(tool):
+            return proposed(change_propose(tool=tool, user=request.user))
+        tool = sources.tool_change_approve(tool=tool, user=request.user)
         return Response(self.get_serializer(tool).data)

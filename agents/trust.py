@@ -154,6 +154,9 @@ def proposal_what(proposal: TrustProposal) -> str:
     noun = _NOUN[proposal.subject] if proposal.kind == Kind.TRUST else proposal.subject.replace("_", " ")
     if proposal.kind == Kind.TRUST:
         return f"marking the {noun} {proposal.name} trusted"
+    if proposal.kind == Kind.CHANGE:
+        return (f"re-approving what the source of the tool {proposal.name} says now (fingerprint "
+                f"{str(proposal.change.get('sha256'))[:12]})")
     said = ", ".join(f"{field} {proposal.was.get(field)!r} -> {value!r}" for field, value in proposal.change.items())
     return f"loosening the approval of the {noun} {proposal.name} ({said})"
 
@@ -193,7 +196,8 @@ def _decide(proposal: TrustProposal, outcome: str, user, change: TrustChange | N
 @transaction.atomic
 def trust_confirm(*, proposal: TrustProposal, user) -> TrustProposal:
     """A second governance admin confirms: the mark is set and the sealed change names both; or, for
-    an approval proposal, its change is written (agents.trust_approval) and the proposal names both."""
+    an approval or a re-approval proposal, its change is made (agents.trust_approval) and the proposal
+    names both."""
     proposal = _pending(proposal)
     what = proposal_what(proposal)
     check_second_admin(user, what=what, parties=[(proposal.proposed_by, "proposed it")],
@@ -201,10 +205,10 @@ def trust_confirm(*, proposal: TrustProposal, user) -> TrustProposal:
     if proposal.state == "expired":
         raise RequestExpired(f"{what} was proposed more than {proposal_hours():g} hours ago and can no longer be "
                               "confirmed; propose it again", details={"proposal": proposal.pk})
-    if proposal.kind == Kind.APPROVAL:
-        from agents.trust_approval import approval_write  # it imports this module (and agents.sources does too)
+    if proposal.kind != Kind.TRUST:
+        from agents.trust_approval import proposal_write  # it imports this module (and agents.sources does too)
 
-        approval_write(proposal, user=user)
+        proposal_write(proposal, user=user)
         return _decide(proposal, Outcome.CONFIRMED, user)
     target = _target(proposal.subject, proposal.name)
     _, change = _set(target, trusted=True, user=user, reason=proposal.reason, proposal=proposal)

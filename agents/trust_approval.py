@@ -9,6 +9,14 @@ agents.trust) that changes nothing, and a different governance admin confirms it
 WARRANT["TRUST_PROPOSAL_HOURS"]; only then is it written, and the confirmed proposal names both,
 with the approval before and after. Tightening (requiring approval, naming a role where there was
 none) stays one step, and so does the platform's own act (load_demo, bootstrap: no person, no check).
+
+Re-approving a held tool's change is the same kind of act when its source is trusted: two governance
+admins vouched for what that source says, so its new words (a description, a schema) would reach the
+model untainted on one admin's word, and an admin who also controls the server could write them and
+approve them alone. So it is a proposal of kind "change", made with the approve-change route or
+action, and the change is accepted (agents.sources.tool_change_approve) when another confirms it. An
+untrusted source's tool is re-approved by one: its description taints every run that is shown it
+(governance.taint), whatever its words.
 """
 
 import logging
@@ -17,7 +25,7 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from agents import services
+from agents import services, sources
 from agents.models import Tool, ToolSource, TrustProposal
 from agents.trust import Subject, _check, _target, proposal_open, proposal_what
 from core.api_errors import Conflict
@@ -101,6 +109,48 @@ def approval_write(proposal: TrustProposal, *, user) -> Tool | ToolSource:
         target.save(update_fields=["approver_role", "updated_at"])
     logger.info("%s: proposed by %s, confirmed by %s", what, proposal.proposed_by.username, user.username)
     return target
+
+
+def reapproval_proposed(tool: Tool) -> bool:
+    """Whether re-approving the tool's held change takes a second governance admin: its source is trusted."""
+    return bool(tool.tool_source_id) and tool.tool_source.trusted
+
+
+def _waiting(tool: Tool) -> dict:
+    change = tool.pending_change or {}
+    if not tool.held or not change.get("sha256"):
+        raise Conflict(f"{tool.name} has no change waiting for approval", details={"name": tool.name})
+    return change
+
+
+@transaction.atomic
+def change_propose(*, tool: Tool, user, reason: str = "") -> TrustProposal:
+    """Propose re-approving what a trusted source's held tool says now. Nothing changes until another
+    governance admin confirms it; a change reported after this one is not covered by it."""
+    _check(user)
+    tool = _target(Subject.TOOL, tool.name, lock=True)
+    change = _waiting(tool)
+    return proposal_open(TrustProposal(kind=Kind.CHANGE, subject=Subject.TOOL, name=tool.name,
+                                       change={"sha256": change["sha256"]},
+                                       was={"approved_sha256": tool.approved_sha256}, reason=reason), user=user)
+
+
+def change_write(proposal: TrustProposal, *, user) -> Tool:
+    """Accept the held change a confirmed proposal names, if it is still the one waiting (409 if not)."""
+    tool = _target(Subject.TOOL, proposal.name, lock=True)
+    if (tool.pending_change or {}).get("sha256") != proposal.change["sha256"] or not tool.held \
+            or tool.approved_sha256 != proposal.was["approved_sha256"]:
+        raise Conflict(f"{proposal_what(proposal)}: the change waiting for approval is no longer the one proposed; "
+                       "propose it again", details={"proposal": proposal.pk})
+    tool = sources.tool_change_approve(tool=tool, user=user)
+    logger.info("%s: proposed by %s, confirmed by %s", proposal_what(proposal), proposal.proposed_by.username,
+                user.username)
+    return tool
+
+
+def proposal_write(proposal: TrustProposal, *, user) -> Tool | ToolSource:
+    """What agents.trust.trust_confirm makes of a confirmed proposal that is not a mark of trust."""
+    return (approval_write if proposal.kind == Kind.APPROVAL else change_write)(proposal, user=user)
 
 
 def loosening_split(target: Tool | ToolSource, values: dict, *, trust_asked: bool = False) -> dict:

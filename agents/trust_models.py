@@ -46,9 +46,11 @@ class TrustChange(models.Model):
 
 class TrustProposal(models.Model):
     """A governance admin's proposal to loosen Warrant's hold on a tool or a tool source: to mark it
-    trusted (kind "trust": a tool source or a built-in tool), or to loosen its approval (kind
+    trusted (kind "trust": a tool source or a built-in tool), to loosen its approval (kind
     "approval": lift a tool's requires_approval, change or clear a tool's or a source's approver
-    role; `change` is what it sets, `was` the approval as it stood then). It changes nothing: only a
+    role; `change` is what it sets, `was` the approval as it stood then), or to re-approve what a
+    trusted source's held tool now says (kind "change": `change` the pending change's fingerprint,
+    `was` the approved one). It changes nothing: only a
     different governance admin's confirmation writes it (agents.trust, agents.trust_approval); the
     TrustChange sealed for a mark, and the confirmed proposal itself, name both. Withdrawn by its
     proposer, refused by another admin, or left to expire at `expires_at`
@@ -57,6 +59,7 @@ class TrustProposal(models.Model):
     class Kind(models.TextChoices):
         TRUST = "trust", "Mark it trusted"
         APPROVAL = "approval", "Loosen its approval"
+        CHANGE = "change", "Re-approve its change"
 
     class Outcome(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -69,7 +72,8 @@ class TrustProposal(models.Model):
     subject = models.CharField(max_length=16, choices=TrustChange.Subject.choices)
     name = models.CharField(max_length=64)
     # kind "approval": the fields it sets ({"requires_approval": false, "approver_role": "name" or null}),
-    # and the approval as it was when proposed; confirming is refused if it no longer is.
+    # and the approval as it was when proposed; kind "change": {"sha256": the held change's fingerprint}
+    # and {"approved_sha256": the approved one}. Confirming is refused if the target no longer is as `was` says.
     change = models.JSONField(default=dict, blank=True)
     was = models.JSONField(default=dict, blank=True)
     reason = models.TextField(blank=True)
