@@ -180,3 +180,19 @@ def test_the_admin_forms_propose_instead_of_saving(gated):
 def test_the_platform_stays_one_step(gated):
     tool_update(tool=Tool.objects.get(name="delete_account"), values={"requires_approval": False})
     assert _approval()[0] is False and not TrustProposal.objects.exists()
+
+
+def test_the_source_form_proposes_clearing_its_approver_role(gated):
+    source = ToolSource.objects.create(name="docs", kind="openapi", document={"openapi": "3.0.0", "paths": {}},
+                                       approver_role=Group.objects.get(name="secops"))
+    browser = Client()
+    browser.force_login(_admin())
+    response = browser.post(f"/admin/agents/toolsource/{source.pk}/change/", {
+        "description": "", "document": json.dumps(source.document), "base_url": "", "timeout_seconds": 6,
+        "approver_role": "", "enabled": "on", "env_passthrough": "[]", "auth_header": "", "auth_env": "",
+        "command": "[]", "url": "", "path": ""})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    source = ToolSource.objects.get(pk=source.pk)
+    assert (source.approver_role.name, source.timeout_seconds) == ("secops", 6)
+    proposal = TrustProposal.objects.get(kind="approval", subject="tool_source", name="docs", outcome="pending")
+    assert (proposal.change, proposal.was) == ({"approver_role": None}, {"approver_role": "secops"})
