@@ -3,8 +3,8 @@
 The script builds its own SQLite database and two gunicorn servers from a clean environment, so
 this test needs no Django database and runs the same under any pytest pass. Each persona's pass
 ends when its work is done (coverage capped at FUZZ_COVERAGE_SECONDS, fuzzing and stateful once),
-so its length follows the machine's load: 3 min 10 s at load average 4-6 on two cores
-(docs/testing.md); TIMEOUT_SECONDS is the bound. Run it on its own with
+so its length follows the machine's load: 3 min 10 s at load average 4-6 on two cores, 13 min 12 s
+at 9-15 (docs/testing.md); TIMEOUT_SECONDS is a bound above that. Run it on its own with
 `.venv/bin/python -m pytest tests/fuzz/test_schemathesis.py` (the reports land in var/fuzz-results/latest/).
 """
 
@@ -18,7 +18,7 @@ import pytest
 
 SCRIPT = Path(__file__).with_name("run_schemathesis.py")
 REPO = SCRIPT.parents[2]
-TIMEOUT_SECONDS = 15 * 60
+TIMEOUT_SECONDS = 25 * 60  # a run took 13 min at load 9-15, when 15 min was the bound
 
 
 def test_schemathesis_finds_no_server_error_nor_schema_violation():
