@@ -1,7 +1,7 @@
 """The compliance review API: sampling rules, the review queue, assignment, review records and
 the review chain's verification (review.sampling, review.records, review.verification)."""
 
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
@@ -34,7 +34,11 @@ class Hundredths(serializers.DecimalField):
     """A percentage kept to hundredths: a finer one (83.339...) is rounded half up, not refused."""
 
     def validate_precision(self, value):
-        return super().validate_precision(value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+        try:
+            value = value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+        except InvalidOperation:  # more digits than the context holds (1e307): max_digits refuses it
+            pass
+        return super().validate_precision(value)
 
 
 class RuleSerializer(StrictFieldsMixin, serializers.ModelSerializer):

@@ -63,6 +63,9 @@ def test_rules_are_checked_and_their_names_unique(compliance):
     assert compliance.post(f"{API}rules/", {"name": "t", "always": ["tool"]}, format="json").status_code == 400
     assert compliance.post(f"{API}rules/", {"name": "t", "always": ["nonsense"]}, format="json").status_code == 400
     assert compliance.post(f"{API}rules/", {"name": "t", "percentage": 101}, format="json").status_code == 400
+    # Too many digits to round to hundredths at all (the fuzz drew it; it was a 500).
+    huge = compliance.post(f"{API}rules/", {"name": "t", "percentage": 1.1786223122940552e+307}, format="json")
+    assert huge.status_code == 400 and "percentage" in huge.json()["error"]["details"], huge.content
     assert compliance.post(f"{API}rules/", {"name": "t", "seed": "mine"}, format="json").status_code == 400
     made = compliance.post(f"{API}rules/", {"name": "t", "always": ["tool"], "tools": ["send_email"]}, format="json")
     assert made.status_code == 201
