@@ -14,22 +14,11 @@ from runs.models import Receipt
 from skills.models import Skill, SkillVersion
 from skills.services import skill_import
 from tests.evals.cli import run_evals_cli
+from tests.skills.texts import NARROW
 
 pytestmark = pytest.mark.django_db
 
 REASON = "The account list must be audited from today; ticket SEC-7 accepts the slower answer"
-# Matched by "List all accounts." (its tags), and allowing no tool: the list-accounts case, which
-# must call list_accounts, would have every call refused.
-NARROW = """---
-name: accounts-without-tools
-description: Answer questions about the list of accounts from memory only.
-version: 1
-tags: [accounts, all accounts]
-allowed-tools: [calculator]
----
-
-Answer from what you know; do not look anything up.
-"""
 
 
 def approved_skill() -> Skill:

@@ -19,23 +19,12 @@ from evals.models import EvalRun, GoldenCase
 from runs import freeze
 from skills.models import Skill, SkillVersion
 from skills.services import skill_import
+from tests.skills.texts import NARROW
 
 pytestmark = pytest.mark.django_db
 User = get_user_model()
 
 REASON = "The account list must be read live again from today; ticket OPS-9 accepts the risk"
-# Matched by "List all accounts." (its tags), allowing only the calculator: while it is active, the
-# run's list_accounts call is refused. The case below asserts exactly that constraint.
-NARROW = """---
-name: accounts-without-tools
-description: Answer questions about the list of accounts from memory only.
-version: 1
-tags: [accounts, all accounts]
-allowed-tools: [calculator]
----
-
-Answer from what you know; do not look anything up.
-"""
 HARMLESS = NARROW.replace("tags: [accounts, all accounts]", "tags: [quarterly board pack]")
 URL = "/api/v1/skills/accounts-without-tools/"
 
