@@ -28,8 +28,7 @@ from agents.prompt_format import LOAD_SKILL
 
 # Tools whose name starts with one of these change something: they are inferred only when the
 # request says the verb, and never fanned out over every record.
-SIDE_EFFECT_VERBS = frozenset({"send", "delete", "remove", "create", "update", "write", "post", "cancel", "close",
-                               "drop", "wipe"})
+SIDE_EFFECT_VERBS = frozenset("send delete remove create update write post cancel close drop wipe".split())
 # Properties that take a search topic (but a resolver's `query` takes a record's name), and an address.
 TOPIC_PROPERTIES, ADDRESS_PROPERTIES = ("query", "q", "topic", "search"), ("to", "email", "recipient", "address")
 
@@ -207,9 +206,6 @@ class Plan:
     def made(self, name: str | None) -> list[PastCall]:
         return [call for call in self.history if call.name == name]
 
-    def label(self, record_id: str) -> str:
-        return f"{self.names[record_id]} ({record_id})" if record_id in self.names else record_id
-
     def next_calls(self) -> list[tuple[str, dict]]:
         """Every call whose arguments are known now, and the lookups the others wait for; never a
         call already made. Orders first."""
@@ -271,9 +267,6 @@ class Plan:
             return Fill("ready", list(scope.emails[:1])) if scope.emails else skip("no email address given")
         return Fill("ready", list(scope.entities[:1])) if key == "name" and scope.entities else skip(
             f"nothing to use for {prop}")
-
-    def description(self, tool: str) -> str:
-        return str((self.tools.get(tool) or {}).get("description") or "")
 
     def schema(self, tool: str) -> dict:
         """A tool's input schema; one not on offer (an order may name it) takes the id of each kind its name says."""

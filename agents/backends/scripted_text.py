@@ -14,7 +14,6 @@ from agents import prompt_format as fmt
 
 WORDING_MODULES = ("agents.tools.crm_wording", "agents.tools.calculator_wording")
 ADDRESS = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"
-NAME = r"[A-Z][\w&-]*(?:\s+[A-Z][\w&-]*)*"  # a run of capitalised words
 ID = r"\b[A-Z][A-Z0-9]*-\d+\b"  # how a record's id is written: A-100, T-2
 _POSSESSIVE = r"['’]s?$"
 # Capitalised words that are not names: question words, imperatives, fillers, calendar words.
@@ -121,13 +120,6 @@ def topic(text: str) -> str:
         if phrase := re.sub(r"^(?:the|our|a|an)\s+", "", phrase_after(marker, first), flags=re.I):
             return phrase
     return ""
-
-
-def number_text(value) -> str:
-    """240000.0 -> "240000", 0.125 -> "0.12": how numbers read in an answer."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return f"{value:.2f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
 
 
 # --- Orders ---------------------------------------------------------------------------------

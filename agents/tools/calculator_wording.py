@@ -10,10 +10,17 @@ a bare expression such as "12 * (3 + 4)". Pure: no ORM, no settings.
 import re
 
 from agents.backends.scripted_plan import Fill, skip
-from agents.backends.scripted_text import number_text, wording, words
+from agents.backends.scripted_text import wording, words
 
 _NUMBER = r"\d[\d,]*(?:\.\d+)?"
 _ARITHMETIC_RE = re.compile(rf"\(*\s*{_NUMBER}\s*\)*(?:\s*[-+*/]\s*\(*\s*{_NUMBER}\s*\)*)+")
+
+
+def number_text(value) -> str:
+    """240000.0 -> "240000", 0.125 -> "0.12": how numbers read in an answer (the CRM's answers too)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{value:.2f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
 
 
 def parse_number(text: str):

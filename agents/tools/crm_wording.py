@@ -10,11 +10,13 @@ no settings.
 import re
 
 from agents.backends.scripted_plan import Fill, rows
-from agents.backends.scripted_text import ADDRESS, NAME, number_text, phrase_after, sentences
+from agents.backends.scripted_text import ADDRESS, phrase_after, sentences
+from agents.tools.calculator_wording import number_text
 
 # Request words (stems) that name what a tool or a record's field is about without using its words.
 SYNONYMS = {"risk": "health", "churn": "health", "churning": "health", "incident": "ticket", "issue": "ticket",
             "seat": "usage", "revenue": "arr"}
+NAME = r"[A-Z][\w&-]*(?:\s+[A-Z][\w&-]*)*"  # a run of capitalised words
 _TARGET = rf"""(A-\d+|"[^"]+"|'[^']+'|{NAME}|[\w-]+)"""
 
 
@@ -54,6 +56,11 @@ def email(text: str, address: str, tool_description: str = "") -> dict:
 # --- Answers --------------------------------------------------------------------------------
 
 
+def _label(said, record_id: str) -> str:
+    """How an answer names a record: "Acme Corp (A-100)" once a result gave its name, else its id."""
+    return f"{said.names[record_id]} ({record_id})" if record_id in said.names else record_id
+
+
 def _as_number(value) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("inf")
 
@@ -72,10 +79,10 @@ def health(calls, said) -> str:
         scores[data.get("account_id") or call.arguments.get("account_id") or "?"] = (score, label)
     if len(scores) == 1:
         account_id, (score, label) = next(iter(scores.items()))
-        return f"{said.label(account_id)} has a health score of {number_text(score)} — {label}."
+        return f"{_label(said, account_id)} has a health score of {number_text(score)} — {label}."
     ranked = sorted(scores.items(), key=lambda row: (_as_number(row[1][0]), row[0]))
     return "Accounts by health score, most at risk first:\n" + "\n".join(
-        f"{rank}. {said.label(account_id)}: {number_text(score)}, {label}"
+        f"{rank}. {_label(said, account_id)}: {number_text(score)}, {label}"
         for rank, (account_id, (score, label)) in enumerate(ranked, start=1)
     )
 
@@ -93,7 +100,7 @@ def _account_line(record: dict, said) -> str:
     if record.get("owner"):
         facts.append(f"owner {record['owner']}")
     account_id = record.get("id") or record.get("account_id") or ""
-    who = said.label(account_id) if account_id else str(record.get("name", "An account"))
+    who = _label(said, account_id) if account_id else str(record.get("name", "An account"))
     return f"{who}: {', '.join(facts)}" if facts else who
 
 
@@ -111,7 +118,7 @@ def list_accounts(call, said) -> str:
 
 def usage(call, said) -> str:
     data = _data(call)
-    who = said.label(data.get("account_id") or call.arguments.get("account_id", ""))
+    who = _label(said, data.get("account_id") or call.arguments.get("account_id", ""))
     seats = data.get("monthly_active_seats") or data.get("seats") or []
     trend, direction = data.get("trend_percent", data.get("trend")), str(data.get("direction") or "")
     parts = []
@@ -131,7 +138,7 @@ def tickets(call, said) -> str:
     open_tickets = data.get("tickets", []) if isinstance(data, dict) else data
     open_tickets = [t for t in open_tickets or [] if isinstance(t, dict) and t.get("status", "open") == "open"]
     if not open_tickets:
-        return f"{said.label(account_id)} has no open tickets."
+        return f"{_label(said, account_id)} has no open tickets."
 
     def order(ticket):  # priority, then the id's numbers as numbers (T-2 before T-10)
         return str(ticket.get("priority", "P9")), [
@@ -139,7 +146,7 @@ def tickets(call, said) -> str:
 
     lines = [f"- {t.get('id', '?')} [{t.get('priority', '?')}] {t.get('title') or t.get('subject') or ''}".rstrip()
              for t in sorted(open_tickets, key=order)]
-    return f"Open tickets for {said.label(account_id)}:\n" + "\n".join(lines)
+    return f"Open tickets for {_label(said, account_id)}:\n" + "\n".join(lines)
 
 
 def knowledge(call, said) -> str:
@@ -166,7 +173,7 @@ def sent(call, said) -> str:
 
 def deleted(call, said) -> str:
     account_id = _data(call).get("account_id") or call.arguments.get("account_id", "")
-    return f"The account {said.label(account_id)} was deleted."
+    return f"The account {_label(said, account_id)} was deleted."
 
 
 ANSWERS = {"get_account": get_account, "list_accounts": list_accounts, "get_usage_trend": usage,
@@ -179,7 +186,8 @@ def _email_part(key: str):
     """A filler of an email's `subject` or `body`, worded for the first address the request gives."""
     def fill(plan, tool, scope) -> Fill | None:
         if tool == "send_email" and scope.emails:
-            return Fill("ready", [email(scope.text, scope.emails[0], plan.description(tool))[key]])
+            guide = str((plan.tools.get(tool) or {}).get("description") or "")
+            return Fill("ready", [email(scope.text, scope.emails[0], guide)[key]])
         return None  # another tool's subject, or no address: the planner's own rules
     return fill
 
