@@ -7,6 +7,8 @@ or on the world without it. A failing set stops the change; the emergency path p
 governance admins: one asks with a stated reason (the request is bound to the text in force and,
 for a removal, to what the change would leave), a different one, neither the asker nor the text's
 author, confirms the same change (core.four_eyes). Nothing is in force, or out of it, until then.
+The platform's own change (manage.py import_skills: no person) goes through the same gate, and past a
+failing set in one step with a stated reason, the mark saying how it was given (platform_removal).
 """
 
 from __future__ import annotations
@@ -140,3 +142,19 @@ def through_gate(*, skill: Skill, user, action: str, verdict_of, failed, emergen
     ask_emergency(skill=skill, reason=reason, user=user, action=action)
     return None
 
+
+
+def platform_removal(*, skill: Skill, reason: str = "", via: str) -> tuple[str | None, str]:
+    """The platform's change that takes `skill`'s version in force out of force (import_skills' new text):
+    (the eval run id, the mark) for its history row. The gate runs on the world without the version; past
+    a failing set only with a stated reason, in one step, as the platform's emergency for a policy draft
+    (governance.drafts.draft_activate_emergency): no person asks, so none confirms. The mark is the reason
+    and `via`, how it was given (the command, the OS user). SkillGateFailed (details: the eval run and its
+    report) otherwise, and nothing changes."""
+    verdict = run_gate(spec=skill.spec(), user=None, removal=True)
+    if verdict is not None and verdict.passed:
+        return verdict.eval_run_id, ""
+    reason = (reason or "").strip()
+    if len(reason) < MIN_REASON_CHARS:
+        raise gate_failed(skill.name, verdict, removal=True)
+    return (verdict.eval_run_id if verdict else None), f"{reason} ({via})"
