@@ -100,6 +100,8 @@ def run_advance(*, run_id: str, worker: str | None = None, known: Run | None = N
     if shutting_down():
         if not settings.CELERY_TASK_ALWAYS_EAGER:  # in-process, the reconciler takes it up (no loop here)
             enqueue(run_id)  # not claimed: the message goes back for a worker that stays
+        elif known is not None and known.status == RunStatus.RUNNING and known.lease_owner == worker:
+            run_release(known, worker)  # claimed as it was queued (runs.queue.claimed_here): handed back
         return
     run = run_claim(run_id, worker, known=known)
     if run is None:

@@ -23,12 +23,14 @@ from django.db import IntegrityError, transaction
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
+from core import stamp as governance_stamp
 from core.access import access_of
 from core.api_errors import Conflict, DomainError, Forbidden, NotFound
-from governance.roles import account_set_up_by, accounts_set_up_by
+from governance.roles import accounts_set_up_by
 from runs import notify
 from runs.lifecycle import run_note, run_requeue
 from runs.models import ApprovalDecision, ApprovalRequest, Run, RunEvent
+from runs.queue import claimed_here
 from runs.states import RunStatus
 
 DENIAL_NEEDS_A_REASON = "A denial needs a reason, so the requester knows why."
@@ -67,28 +69,35 @@ def _first_event_names(run_id: str) -> frozenset:
             .values_list("data", flat=True).first())
     if not isinstance(data, dict):
         return frozenset()  # not written yet (or not visible to this transaction): not kept
+    return remember_first_event(run_id, data)
+
+
+def remember_first_event(run_id: str, data: dict) -> frozenset:
+    """Keep the names a run's run_created event gives (runs.start calls it with the event it
+    writes, so a decision in this process does not read it back). Those names are the caller's,
+    and a triggered run's trigger authors': they may not approve it either (triggers/)."""
     names = set()
     if isinstance(data.get("caller"), dict):
         names.add(data["caller"].get("username"))
     if isinstance(data.get("origin"), dict):
-        # A triggered run was asked what its trigger's author wrote: they may not approve it either (triggers/).
         names.update(data["origin"].get("set_up_by") or ())
     if len(_FIRST_EVENT_NAMES) >= _FIRST_EVENT_NAMES_LIMIT:
         _FIRST_EVENT_NAMES.clear()
-    _FIRST_EVENT_NAMES[run_id] = kept = frozenset(names)
+    _FIRST_EVENT_NAMES[str(run_id)] = kept = frozenset(names)
     return kept
 
 
 def check_approval_decide(*, approval: ApprovalRequest, user) -> None:
     """Raise unless `user` may decide `approval` now. Separation of duties binds superusers too."""
     # The user's roles as of now, kept under the governance stamp (memberships are stamped).
-    if approval.approver_role.name not in access_of(user).roles:
+    stamp = governance_stamp.current()
+    if approval.approver_role.name not in access_of(user, stamp=stamp).roles:
         if approval.escalated_at is not None:
             raise Forbidden(f"this request escalated to {approval.approver_role.name!r}: only its members may decide it now")
         raise Forbidden(f"only members of {approval.approver_role.name!r} may decide this request")
     if approval.run.caller_id == user.pk or user.get_username() in _callers_recorded(approval.run):
         raise Forbidden("no one approves their own run")
-    if account_set_up_by(user=user, by_user_id=approval.run.caller_id):
+    if str(user.pk) in _set_up_by(approval.run.caller_id, stamp=stamp):
         raise Forbidden("the run's caller created your account or changed your roles: someone else must decide")
     if approval.status != ApprovalRequest.Status.PENDING:
         raise Conflict(f"this request was already decided: {approval.status}", details={"status": approval.status})
@@ -107,10 +116,22 @@ def deciders(approval: ApprovalRequest, members) -> list:
     if approval.status != ApprovalRequest.Status.PENDING:
         return []
     run = approval.run
-    callers, set_up = _callers_recorded(run), accounts_set_up_by(run.caller_id)
+    callers, set_up = _callers_recorded(run), _set_up_by(run.caller_id)
     decided = ApprovalDecision.objects.filter(approval_id=approval.pk).values("user_id")
     return [user for user in members.exclude(pk=run.caller_id).exclude(pk__in=decided).order_by("pk")
             if user.get_username() not in callers and str(user.pk) not in set_up]
+
+
+# The accounts a caller set up (core.accounts), kept under the governance stamp. Sound here, not
+# everywhere: an account decides a request only as a member of its role, and a change of membership
+# changes the stamp in the transaction that writes the admin log's entry for it, so an account set up
+# since it was read cannot decide before the stamp moves. (core.four_eyes reads it afresh: a
+# superuser confirms there with no role.)
+_SET_UP = governance_stamp.Kept(limit=10_000)
+
+
+def _set_up_by(caller_id, *, stamp: str | None = None) -> set[str]:
+    return _SET_UP.get_or_load(caller_id, lambda: accounts_set_up_by(caller_id), stamp=stamp)
 
 
 def _decision_of(approval: ApprovalRequest, user) -> ApprovalDecision | None:
@@ -148,6 +169,7 @@ def _lock_approval(approval_id) -> tuple[Run, ApprovalRequest] | None:
 def approval_decide(*, approval_id, user, approve: bool, reason: str = "", via: str) -> ApprovalRequest:
     """`via`: how `user` authenticated ('session', or 'token:' and the token's public id),
     recorded on the decision and in its event."""
+    claim_for = claimed_here()  # in-process, the run a decision resumes is claimed in its write
     with transaction.atomic():
         locked = _lock_approval(approval_id)
         if locked is None:
@@ -165,14 +187,15 @@ def approval_decide(*, approval_id, user, approve: bool, reason: str = "", via: 
             # Close it as expired (committed), and tell the approver their decision came too late.
             _approval_close(run, approval, ApprovalRequest.Status.EXPIRED, now=now, user=None, reason=EXPIRED_REASON)
         else:
-            _record_decision(run, approval, user=user, approve=approve, reason=reason, via=via, now=now)
+            _record_decision(run, approval, user=user, approve=approve, reason=reason, via=via, now=now,
+                             claim_for=claim_for)
     if expired:
         raise Conflict("this request expired before a decision; it counts as denied", details={"status": "expired"})
     return approval
 
 
 def _record_decision(run: Run, approval: ApprovalRequest, *, user, approve: bool, reason: str, via: str,
-                     now) -> None:
+                     now, claim_for: str | None) -> None:
     """Insert `user`'s decision; close the request if it denies or reaches the quorum."""
     decision = (ApprovalDecision.Decision.APPROVED if approve else ApprovalDecision.Decision.DENIED).value
     try:
@@ -187,7 +210,7 @@ def _record_decision(run: Run, approval: ApprovalRequest, *, user, approve: bool
         approval.approvals_count += 1
     if not approve or approval.approvals_count >= approval.quorum:
         status = ApprovalRequest.Status.APPROVED if approve else ApprovalRequest.Status.DENIED
-        _approval_close(run, approval, status, now=now, user=user, reason=reason, via=via)
+        _approval_close(run, approval, status, now=now, user=user, reason=reason, via=via, claim_for=claim_for)
         return
     approval.save(update_fields=["approvals_count"])
     run_note(run, (run.step, "approval_recorded", {
@@ -203,7 +226,8 @@ def _approved_by(approval: ApprovalRequest) -> list[str]:
                 .order_by("created_at", "id").values_list("username", flat=True))
 
 
-def _approval_close(run: Run, approval: ApprovalRequest, status: str, *, now, user, reason: str, via: str = "") -> None:
+def _approval_close(run: Run, approval: ApprovalRequest, status: str, *, now, user, reason: str, via: str = "",
+                    claim_for: str | None = None) -> None:
     approval.status, approval.decided_by, approval.decided_at, approval.reason = status, user, now, reason
     approval.decided_via = via
     approval.save(update_fields=["status", "decided_by", "decided_at", "reason", "decided_via", "approvals_count"])
@@ -215,7 +239,8 @@ def _approval_close(run: Run, approval: ApprovalRequest, status: str, *, now, us
     if run.status in (RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_BUDGET):  # a budget ask resumes it too
         # Time spent waiting for a human does not count against the run's own deadline.
         waited = now - approval.created_at
-        run_requeue(run, decided=decided, deadline_at=(run.deadline_at + waited) if run.deadline_at else None)
+        run_requeue(run, decided=decided, deadline_at=(run.deadline_at + waited) if run.deadline_at else None,
+                    claim_for=claim_for)
     else:
         run_note(run, decided)
     notify.approval_decided(approval)  # the caller is told, after commit

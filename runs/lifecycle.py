@@ -1,6 +1,8 @@
 """A run's transitions, each a named service checked against the table in runs.states.
 
-run_claim      queued -> running (or a running run whose lease lapsed, taken over)
+run_claim      queued -> running (or a running run whose lease lapsed, taken over); in-process
+               (no broker) a run is claimed in the write that queues it (run_claim_new at its
+               start, run_requeue after a decision)
 run_checkpoint running -> running, a step saved; or its end, or its park, in the same transaction
                (and, as a rule, the same compare-and-set)
 run_park       running -> awaiting_approval, with the approval request (awaiting_budget, with a
@@ -28,6 +30,7 @@ from django.contrib.auth.models import Group
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core import stamp as governance_stamp
 from core.api_errors import Conflict
 from runs import harness, notify, outcome_refusals
 from runs.approval_routing import request_routing
@@ -41,18 +44,20 @@ logger = logging.getLogger(__name__)
 
 
 def _write(run: Run, *, status: str | None = None, expect: dict | None = None, fields: dict | None = None,
-           events: list = (), follow: bool = False) -> bool:
+           events: list = (), follow: bool = False, via: str | None = None) -> bool:
     """Compare-and-set the run's row: if it still has the status, event_seq and cancel flag this
     process knows (and the values in `expect`), set `status` (checked against the transition table) and
     `fields`, take the next len(events) sequence numbers and write `events` (step, kind, data).
-    Updates `run` to match. False if the row had moved on.
+    Updates `run` to match. False if the row had moved on. `via`: a status the run passes through
+    on the way to `status` in this one write (queued, for a run claimed as it is queued).
 
     `follow`: when only the trace or the cancel flag moved on (a cancel, a decision) and status
     and `expect` still hold, lock and read the row again and retry with what it holds now."""
     assert transaction.get_connection().in_atomic_block, "a run's row changes with its events, in one transaction"
     values = dict(fields or {})
     if status is not None and status != run.status:
-        check_transition(run.status, status)
+        for before, after in ((run.status, via), (via, status)) if via else ((run.status, status),):
+            check_transition(before, after)
         values |= {"status": status, "status_changed_at": timezone.now()}
     expect = expect or {}
     rows = head = None
@@ -95,14 +100,15 @@ def run_claim(run_id, worker: str, *, known: Run | None = None) -> Run | None:
     """queued -> running, or take over a running run whose lease lapsed. The run if we own it.
 
     `known`: the run as this process last wrote it (the embedded default hands on the run it just
-    started, or requeued after a decision); claimed without a read if its row is still as written.
-    A run a decision read without its snapshot and state has them read once it is ours."""
+    started, or requeued after a decision, claimed in that same write: runs.queue.claimed_here); taken as it
+    is if `worker` holds it, else claimed without a read if its row is still as written. A run a
+    decision read without its snapshot and state has them read once it is ours."""
+    if known is not None and known.status == RunStatus.RUNNING and known.lease_owner == worker:
+        return _whole(known)
     now = timezone.now()
     with transaction.atomic():
         if known is not None and known.status == RunStatus.QUEUED and _claimed(known, worker, now):
-            if deferred := {"snapshot", "state"} & known.get_deferred_fields():
-                known.refresh_from_db(fields=sorted(deferred))
-            return known
+            return _whole(known)
         run = _locked(run_id)
         claimable = run is not None and (run.status == RunStatus.QUEUED or (
             run.status == RunStatus.RUNNING and run.lease_expires_at is not None and run.lease_expires_at < now))
@@ -111,16 +117,37 @@ def run_claim(run_id, worker: str, *, known: Run | None = None) -> Run | None:
     return run
 
 
-def _claimed(run: Run, worker: str, now) -> bool:
+def _whole(run: Run) -> Run:
+    if deferred := {"snapshot", "state"} & run.get_deferred_fields():
+        run.refresh_from_db(fields=sorted(deferred))
+    return run
+
+
+def claim(run: Run, worker: str, now) -> tuple[dict, dict, tuple]:
+    """What claiming `run` for `worker` writes (its columns), holds the row to (a row that moved
+    since, by another claim or a cancel, is not claimed) and says (its event)."""
     fields = {"lease_owner": worker, "lease_expires_at": now + _lease(), "deliveries": run.deliveries + 1,
               "status_changed_at": now}
     if run.started_at is None and run.deliveries < settings.WARRANT["MAX_DELIVERIES"]:
         fields |= {"started_at": now, "deadline_at": now + timedelta(seconds=run.snapshot["agent"]["deadline_seconds"])}
-    # Everything a claim reads: a row that moved since (another claim, a cancel) is not claimed.
     expect = {"deliveries": run.deliveries, "lease_owner": run.lease_owner, "lease_expires_at": run.lease_expires_at,
               "step": run.step}
-    return _write(run, status=RunStatus.RUNNING, expect=expect, fields=fields,
-                  events=[(run.step, "claimed", {"worker": worker, "delivery": run.deliveries + 1})])
+    return fields, expect, (run.step, "claimed", {"worker": worker, "delivery": run.deliveries + 1})
+
+
+def run_claim_new(run: Run, worker: str) -> tuple:
+    """queued -> running for a run not yet written (runs.start, in-process): its claim's columns set,
+    its event returned for the row's first events."""
+    check_transition(RunStatus.QUEUED, RunStatus.RUNNING)
+    fields, _expect, event = claim(run, worker, timezone.now())
+    for name, value in {"status": RunStatus.RUNNING, **fields}.items():
+        setattr(run, name, value)
+    return event
+
+
+def _claimed(run: Run, worker: str, now) -> bool:
+    fields, expect, event = claim(run, worker, now)
+    return _write(run, status=RunStatus.RUNNING, expect=expect, fields=fields, events=[event])
 
 
 def run_checkpoint(run: Run, worker: str, result: harness.StepResult) -> Run | None:
@@ -179,12 +206,21 @@ def _park_or_finish(run: Run, park: harness.Park) -> None:
     if run.cancel_requested:
         run_finish(run, harness.Finish(RunStatus.CANCELLED, message="cancelled while a step was running"))
         return
-    role = Group.objects.filter(name=park.approver_role).first()
+    role = _role(park.approver_role)
     if role is None:
         run_finish(run, harness.Finish(RunStatus.FAILED, error=ErrorCode.POLICY_ERROR,
                                        message=f"the approver role {park.approver_role!r} does not exist"))
         return
     run_park(run, park, role)
+
+
+# Roles by name, kept under the governance stamp (auth_group is stamped, so a role renamed or
+# deleted drops them): a park builds no query for its approver role.
+_ROLES = governance_stamp.Kept(limit=1_000)
+
+
+def _role(name: str) -> Group | None:
+    return _ROLES.get_or_load(name, lambda: Group.objects.filter(name=name).first())
 
 
 def _parked_with_step(run: Run, worker: str, park: harness.Park, fields: dict, events: list) -> bool:
@@ -194,7 +230,7 @@ def _parked_with_step(run: Run, worker: str, park: harness.Park, fields: dict, e
     written otherwise: the caller then saves the step and parks, or ends the run, as it says."""
     if run.cancel_requested:
         return False
-    role = Group.objects.filter(name=park.approver_role).first()
+    role = _role(park.approver_role)
     if role is None:
         return False
     request = None
@@ -264,10 +300,17 @@ def _new_request(run: Run, park: harness.Park, role: Group) -> ApprovalRequest:
     )
 
 
-def run_requeue(run: Run, *, decided: tuple, deadline_at) -> None:
+def run_requeue(run: Run, *, decided: tuple, deadline_at, claim_for: str | None = None) -> None:
     """awaiting_approval (or awaiting_budget) -> queued after a decision (its event numbered by the
-    same statement); the run's deadline moved on by the time it waited. `run` was read under its row lock."""
-    if not _write(run, status=RunStatus.QUEUED, fields={"deadline_at": deadline_at}, events=[decided]):
+    same statement); the run's deadline moved on by the time it waited. `run` was read under its row
+    lock. `claim_for`: runs.queue.claimed_here() as the decision's transaction began; then queued ->
+    running too, in the same statement, for this process to advance the run once this commits."""
+    fields, events, claimed = {"deadline_at": deadline_at}, [decided], {}
+    if worker := claim_for:
+        claimed, _expect, event = claim(run, worker, timezone.now())  # the lock holds the row as read
+        events.append(event)
+    if not _write(run, status=RunStatus.RUNNING if claimed else RunStatus.QUEUED, via=RunStatus.QUEUED if claimed else None,
+                  fields=fields | claimed, events=events):
         raise Conflict(f"run {run.id} changed status concurrently")
     enqueue(run.id, known=run)
 

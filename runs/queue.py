@@ -31,6 +31,16 @@ def embedded_worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def claimed_here() -> str | None:
+    """The worker to claim a run for in the write that queues it: this process's own, when this
+    process advances the run as soon as that write commits, that is in-process (no broker) and
+    with no transaction open around the one about to begin (its commit is the real one, and the
+    hand-on runs right after it). Else None: the run is queued, and whoever takes it claims it."""
+    if settings.CELERY_TASK_ALWAYS_EAGER and transaction.get_autocommit():
+        return embedded_worker_name()
+    return None
+
+
 def _publish(run_id: str, known: Run | None) -> None:
     if settings.CELERY_TASK_ALWAYS_EAGER:
         # The embedded default has no broker: the run advances here and now, as the task would

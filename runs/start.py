@@ -7,7 +7,9 @@ from runs import harness
 from runs.events import chain_rows, insert_rows, tip
 from runs.freeze import governance_for
 from runs.models import Run
-from runs.queue import enqueue
+from runs.approvals import remember_first_event
+from runs.lifecycle import run_claim_new
+from runs.queue import claimed_here, enqueue
 
 MAX_INPUT_CHARS = 20_000
 
@@ -40,6 +42,7 @@ def run_start(*, agent_slug: str, input_text: str, caller, governance_stamp: str
         raise Conflict(f"agent {agent_slug!r} has no published version", details={"agent": agent_slug})
     if origin is not None:
         snapshot["origin"] = origin
+    worker = claimed_here()  # asked before the transaction begins: whether its commit is the real one
     with transaction.atomic():
         run = Run(
             agent=governance.agent, agent_version=governance.version, caller=caller,
@@ -47,14 +50,19 @@ def run_start(*, agent_slug: str, input_text: str, caller, governance_stamp: str
             policy_snapshot_sha256=snapshot["policy_snapshot_sha256"], state=harness.initial_state(input_text),
             event_seq=1,
         )
-        # The first event is chained before the row is inserted, so the row carries its tip
-        # (Run.trace_tip): the claim that follows appends to the trace without reading it.
-        rows, head = chain_rows(run, 1, [(0, "run_created", {
+        events = [(0, "run_created", {
             "agent": governance.agent.slug, "agent_version": snapshot["agent"]["version"], "caller": snapshot["caller"],
-            "policy_snapshot_sha256": run.policy_snapshot_sha256} | ({"origin": origin} if origin is not None else {}))])
-        run.trace_tip = tip(head)
+            "policy_snapshot_sha256": run.policy_snapshot_sha256} | ({"origin": origin} if origin is not None else {}))]
+        if worker:  # in-process: born claimed by the worker that advances it after the commit
+            events.append(run_claim_new(run, worker))
+        # The first events are chained before the row is inserted, so the row carries its tip
+        # (Run.trace_tip): the claim that follows appends to the trace without reading it.
+        rows, head = chain_rows(run, 1, events)
+        run.event_seq, run.trace_tip = head[0], tip(head)
         run.save(force_insert=True)
         insert_rows(run, rows, head)
+        # Its names kept for the approval checks (an id whose insert rolls back is never asked about).
+        remember_first_event(run.id, events[0][2])
         # The embedded worker claims the run as written here, without reading it back.
         enqueue(run.id, known=run)
     return run, True

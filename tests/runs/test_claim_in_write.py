@@ -1,0 +1,58 @@
+"""In-process (no broker), the process that queues a run advances it once the write commits, so it
+claims the run in that same write: at the start, and when a decision resumes it. With a
+transaction open around the write, its commit is not the real one: the run is queued as usual."""
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from runs import services
+from runs.models import ApprovalRequest, Run
+from runs.receipts import receipt_verify
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _run_updates_without_a_step(seen) -> int:
+    """UPDATEs of a run's row that save no step (a step's checkpoint or park writes its state):
+    claims and requeues."""
+    return sum(1 for q in seen.captured_queries
+               if q["sql"].startswith('UPDATE "runs_run"') and '"state" = ' not in q["sql"])
+
+
+def _kinds(run: Run) -> list[str]:
+    return list(run.events.order_by("seq").values_list("kind", flat=True))
+
+
+def test_a_run_is_claimed_in_the_write_that_starts_it_and_in_the_one_that_resumes_it(demo):
+    with CaptureQueriesContext(connection) as started:
+        run, _ = services.run_start(agent_slug="crm-assistant", input_text="Delete the account Initech.",
+                                    caller=User.objects.get(username="operator"))
+    run.refresh_from_db()
+    assert run.status == "awaiting_approval"
+    # No UPDATE of the row but the steps': the claim went in with its INSERT.
+    assert _run_updates_without_a_step(started) == 0
+    assert _kinds(run)[:2] == ["run_created", "claimed"]
+    approval = ApprovalRequest.objects.get(run=run, status="pending")
+    with CaptureQueriesContext(connection) as resumed:
+        services.approval_decide(via="session", approval_id=approval.id, user=User.objects.get(username="approver"),
+                                 approve=True)
+    run.refresh_from_db()
+    assert run.status == "succeeded" and receipt_verify(receipt=run.receipt).valid
+    # One UPDATE requeues and claims it.
+    assert _run_updates_without_a_step(resumed) == 1
+    kinds = _kinds(run)
+    assert kinds[kinds.index("approval_decided") + 1] == "claimed"
+    claims = list(run.events.filter(kind="claimed").values_list("data", flat=True))
+    assert [c["delivery"] for c in claims] == [1, 1]
+    assert list(run.events.order_by("seq").values_list("seq", flat=True)) == list(range(1, run.event_seq + 1))
+
+
+def test_inside_an_open_transaction_the_run_is_queued_for_whoever_takes_it(demo):
+    with transaction.atomic():
+        run, _ = services.run_start(agent_slug="crm-assistant", input_text="How healthy is Acme Corp?",
+                                    caller=User.objects.get(username="operator"))
+        assert Run.objects.get(id=run.id).status == "queued" and _kinds(run) == ["run_created"]
+    run.refresh_from_db()  # the hand-on ran once the outer block committed, and claimed it then
+    assert run.status == "succeeded" and _kinds(run)[:2] == ["run_created", "claimed"]
