@@ -15,10 +15,12 @@ proposer may withdraw a pending proposal, another governance admin may refuse it
 own act (load_demo: platform=True, no user) stays one step.
 
 Each change of a mark writes a TrustChange (who, when, from what to what, why, and who proposed
-it) in the transaction of the change. The row is sealed into the trust chain as it is written
-(signed, hash-chained, witnessed: review.trust_chain), so a change removed or rewritten
+it) in the transaction of the change, and so does each confirmed approval or re-approval proposal
+(record_confirmed: the approval before and after). The row is sealed into the trust chain as it is
+written (signed, hash-chained, witnessed: review.trust_chain), so a change removed or rewritten
 afterwards, by a DBA or anyone else, is caught by the review chain's verification and by the
-offline verifier, which also refuses a mark of trust by a person that names no second one.
+offline verifier, which also refuses a mark of trust, an approval change or a re-approval by a
+person that names no second one.
 """
 
 import logging
@@ -61,17 +63,32 @@ def _check(user) -> None:
         raise Forbidden("only governance admins may change what Warrant trusts")
 
 
+def _sealer():
+    if not SEAL:  # an unsealed change is the gap the chain closes: refuse it rather than write one
+        raise ImproperlyConfigured("no trust chain is registered (review.apps): trust marks cannot be changed, "
+                                   "nor approvals loosened")
+    return SEAL[0]
+
+
 def _record(*, subject: str, name: str, trusted: bool, was: bool, user, reason: str,
             proposal: TrustProposal | None = None) -> TrustChange:
-    if not SEAL:  # an unsealed change is the gap the chain closes: refuse it rather than write one
-        raise ImproperlyConfigured("no trust chain is registered (review.apps): trust marks cannot be changed")
-    change = SEAL[0](TrustChange(subject=subject, name=name, trusted=trusted, was_trusted=was,
+    change = _sealer()(TrustChange(subject=subject, name=name, trusted=trusted, was_trusted=was,
                                  changed_by=user if getattr(user, "pk", None) else None, reason=reason,
                                  proposed_by=proposal.proposed_by if proposal else None), proposal=proposal)
     logger.info("trust mark of %s %s: %s -> %s by %s%s", subject, name, was, trusted,
                 getattr(user, "username", None) or "the platform",
                 f", proposed by {proposal.proposed_by.username}" if proposal else "")
     return change
+
+
+def record_confirmed(proposal: TrustProposal, *, user, before: dict, after: dict) -> TrustChange:
+    """Seal what a confirmed approval or re-approval proposal wrote (agents.trust_approval calls it,
+    in the transaction of the write): the target's approval, or its approved fingerprint, `before`
+    and `after`, the proposer and the confirmer. A DBA's UPDATE of the proposal or the tool
+    afterwards leaves this record as it was."""
+    return _sealer()(TrustChange(kind=proposal.kind, subject=proposal.subject, name=proposal.name, before=before,
+                                 after=after, changed_by=user, proposed_by=proposal.proposed_by,
+                                 reason=proposal.reason), proposal=proposal)
 
 
 def _one_step(user, *, what: str, trusted: bool, platform: bool) -> None:
@@ -195,9 +212,8 @@ def _decide(proposal: TrustProposal, outcome: str, user, change: TrustChange | N
 
 @transaction.atomic
 def trust_confirm(*, proposal: TrustProposal, user) -> TrustProposal:
-    """A second governance admin confirms: the mark is set and the sealed change names both; or, for
-    an approval or a re-approval proposal, its change is made (agents.trust_approval) and the proposal
-    names both."""
+    """A second governance admin confirms: the mark is set, or for an approval or a re-approval
+    proposal its change is made (agents.trust_approval), and the sealed change names both."""
     proposal = _pending(proposal)
     what = proposal_what(proposal)
     check_second_admin(user, what=what, parties=[(proposal.proposed_by, "proposed it")],
@@ -208,8 +224,7 @@ def trust_confirm(*, proposal: TrustProposal, user) -> TrustProposal:
     if proposal.kind != Kind.TRUST:
         from agents.trust_approval import proposal_write  # it imports this module (and agents.sources does too)
 
-        proposal_write(proposal, user=user)
-        return _decide(proposal, Outcome.CONFIRMED, user)
+        return _decide(proposal, Outcome.CONFIRMED, user, proposal_write(proposal, user=user))
     target = _target(proposal.subject, proposal.name)
     _, change = _set(target, trusted=True, user=user, reason=proposal.reason, proposal=proposal)
     return _decide(proposal, Outcome.CONFIRMED, user, change)

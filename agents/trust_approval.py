@@ -17,6 +17,11 @@ approve them alone. So it is a proposal of kind "change", made with the approve-
 action, and the change is accepted (agents.sources.tool_change_approve) when another confirms it. An
 untrusted source's tool is re-approved by one: its description taints every run that is shown it
 (governance.taint), whatever its words.
+
+What a confirmation writes is sealed into the trust chain in the same transaction (a TrustChange of
+kind "approval" or "change", agents.trust.record_confirmed): the approval, or the approved
+fingerprint, before and after, who proposed it and who confirmed it. The one-step tightenings are
+not sealed: they loosen nothing.
 """
 
 import logging
@@ -26,8 +31,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from agents import services, sources
-from agents.models import Tool, ToolSource, TrustProposal
-from agents.trust import Subject, _check, _target, proposal_open, proposal_what
+from agents.models import Tool, ToolSource, TrustChange, TrustProposal
+from agents.trust import Subject, _check, _target, proposal_open, proposal_what, record_confirmed
 from core.api_errors import Conflict
 from core.approver_roles import unstaffed_problem
 
@@ -86,10 +91,10 @@ def approval_propose(*, target: Tool | ToolSource, user, change: dict, reason: s
                                        was=approval_state(target), reason=reason), user=user)
 
 
-def approval_write(proposal: TrustProposal, *, user) -> Tool | ToolSource:
+def approval_write(proposal: TrustProposal, *, user) -> TrustChange:
     """Write a confirmed approval proposal (agents.trust.trust_confirm calls it, the four-eyes check made)
-    on the target as it is now, locked: refused (409) if its approval is no longer what was proposed
-    against, or the role it names is gone or has nobody in it."""
+    on the target as it is now, locked, and seal it: refused (409) if its approval is no longer what was
+    proposed against, or the role it names is gone or has nobody in it."""
     target = _target(proposal.subject, proposal.name, lock=True)
     what = proposal_what(proposal)
     if approval_state(target) != proposal.was:
@@ -107,8 +112,10 @@ def approval_write(proposal: TrustProposal, *, user) -> Tool | ToolSource:
     else:
         target.approver_role = values["approver_role"]
         target.save(update_fields=["approver_role", "updated_at"])
-    logger.info("%s: proposed by %s, confirmed by %s", what, proposal.proposed_by.username, user.username)
-    return target
+    change = record_confirmed(proposal, user=user, before=proposal.was, after=approval_state(target))
+    logger.info("%s: proposed by %s, confirmed by %s (trust change #%s)", what, proposal.proposed_by.username,
+                user.username, change.seq)
+    return change
 
 
 def reapproval_proposed(tool: Tool) -> bool:
@@ -135,21 +142,25 @@ def change_propose(*, tool: Tool, user, reason: str = "") -> TrustProposal:
                                        was={"approved_sha256": tool.approved_sha256}, reason=reason), user=user)
 
 
-def change_write(proposal: TrustProposal, *, user) -> Tool:
-    """Accept the held change a confirmed proposal names, if it is still the one waiting (409 if not)."""
+def change_write(proposal: TrustProposal, *, user) -> TrustChange:
+    """Accept the held change a confirmed proposal names, if it is still the one waiting (409 if not),
+    and seal it."""
     tool = _target(Subject.TOOL, proposal.name, lock=True)
     if (tool.pending_change or {}).get("sha256") != proposal.change["sha256"] or not tool.held \
             or tool.approved_sha256 != proposal.was["approved_sha256"]:
         raise Conflict(f"{proposal_what(proposal)}: the change waiting for approval is no longer the one proposed; "
                        "propose it again", details={"proposal": proposal.pk})
     tool = sources.tool_change_approve(tool=tool, user=user)
-    logger.info("%s: proposed by %s, confirmed by %s", proposal_what(proposal), proposal.proposed_by.username,
-                user.username)
-    return tool
+    change = record_confirmed(proposal, user=user, before={"approved_sha256": proposal.was["approved_sha256"]},
+                              after={"approved_sha256": tool.approved_sha256})
+    logger.info("%s: proposed by %s, confirmed by %s (trust change #%s)", proposal_what(proposal),
+                proposal.proposed_by.username, user.username, change.seq)
+    return change
 
 
-def proposal_write(proposal: TrustProposal, *, user) -> Tool | ToolSource:
-    """What agents.trust.trust_confirm makes of a confirmed proposal that is not a mark of trust."""
+def proposal_write(proposal: TrustProposal, *, user) -> TrustChange:
+    """What agents.trust.trust_confirm makes of a confirmed proposal that is not a mark of trust: the
+    sealed change."""
     return (approval_write if proposal.kind == Kind.APPROVAL else change_write)(proposal, user=user)
 
 

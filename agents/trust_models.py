@@ -1,6 +1,7 @@
-"""Trust marks' records: each change of a mark (TrustChange, sealed into the trust chain) and each
-proposal to mark something trusted (TrustProposal). agents.models imports them, so they are
-agents' models; agents.trust is their only writer."""
+"""Trust marks' records: each change of a mark and each confirmed loosening of an approval
+(TrustChange, sealed into the trust chain) and each proposal to loosen (TrustProposal).
+agents.models imports them, so they are agents' models; agents.trust and agents.trust_approval
+are their only writers."""
 
 from django.conf import settings
 from django.db import models
@@ -8,24 +9,38 @@ from django.utils import timezone
 
 
 class TrustChange(models.Model):
-    """One row per change of a trust mark: what, from what to what, who and why. Written by
-    agents.trust in the transaction of the change itself, and sealed there into the trust chain:
-    hash = sha256(prev_hash + body), body canonical JSON, seq gap-free from 1, signed by the
-    receipt key and witnessed (review.trust_chain writes it, review.trust_verification and the
-    offline verifier check it), so a change rewritten or removed afterwards shows."""
+    """One row per loosening or tightening of Warrant's hold on a tool or a source that the trust
+    chain records: a change of a trust mark (kind "trust": `was_trusted` -> `trusted`), or a confirmed
+    two-person proposal to loosen an approval (kind "approval": `before` -> `after`, the approval by
+    name) or to re-approve a trusted source's held tool (kind "change": {"approved_sha256": ...}
+    before and after). Written by agents.trust and agents.trust_approval in the transaction of the
+    change itself, and sealed there into the trust chain: hash = sha256(prev_hash + body), body
+    canonical JSON, seq gap-free from 1, signed by the receipt key and witnessed (review.trust_chain
+    writes it, review.trust_verification and the offline verifier check it), so a change rewritten
+    or removed afterwards shows."""
 
     class Subject(models.TextChoices):
         TOOL_SOURCE = "tool_source", "Tool source"
-        TOOL = "tool", "Built-in tool"
+        TOOL = "tool", "Tool"  # a built-in tool, or (kinds "approval" and "change") any tool
 
+    class Kind(models.TextChoices):  # the TrustProposal kinds, for the change each one's confirmation makes
+        TRUST = "trust", "Trust mark"
+        APPROVAL = "approval", "Approval loosened"
+        CHANGE = "change", "Held change re-approved"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.TRUST)
     subject = models.CharField(max_length=16, choices=Subject.choices)
     name = models.CharField(max_length=64)
-    trusted = models.BooleanField()
-    was_trusted = models.BooleanField()
+    trusted = models.BooleanField(null=True, blank=True)  # kind "trust" only, as was_trusted
+    was_trusted = models.BooleanField(null=True, blank=True)
+    # Kinds "approval" and "change": what the confirmed proposal found and what it left, as sealed.
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
     reason = models.TextField(blank=True)
     changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
-    # Who proposed a mark of trust that changed_by confirmed (agents.TrustProposal); null when one
-    # step was enough: an untrusting, the platform's own act, or a change sealed before proposals.
+    # Who proposed what changed_by confirmed (agents.TrustProposal: always, for kinds "approval" and
+    # "change"); null when one step was enough: an untrusting, the platform's own act, or a change
+    # sealed before proposals.
     proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
                                     related_name="+")
     # Set before the body is sealed (the body's "at" is this time), so not auto_now_add.
@@ -41,6 +56,8 @@ class TrustChange(models.Model):
         ordering = ["-changed_at", "-id"]
 
     def __str__(self) -> str:
+        if self.kind != self.Kind.TRUST:
+            return f"{self.subject} {self.name}: {self.get_kind_display().lower()}"
         return f"{self.subject} {self.name}: {'trusted' if self.trusted else 'untrusted'}"
 
 

@@ -1,5 +1,7 @@
 """The trust chain's writer: each TrustChange sealed in the transaction that makes it, its head given
-to the witness sinks, the same way as a review record (review.sealing, review.witness).
+to the witness sinks, the same way as a review record (review.sealing, review.witness). A change is
+a trust mark's (agents.trust) or what a confirmed approval or re-approval proposal wrote
+(agents.trust_approval): the body's kind says which (warrant_verify.trust_chain).
 
 agents.trust calls seal_trust_change through agents.trust.SEAL, which review.apps fills (agents
 imports no app above it); with nothing there agents.trust refuses the change rather than write it
@@ -15,10 +17,13 @@ from review.sealing import seal_next
 from review.witness import witness_after_commit
 from runs import witness
 from warrant_verify.messages import GENESIS
-from warrant_verify.trust_chain import FORMAT, KIND, TRUST_CHECKPOINT_KIND, trust_checkpoint_message, trust_message
+from warrant_verify.trust_chain import (APPROVAL_KIND, FORMAT, KIND, REAPPROVAL_KIND, TRUST_CHECKPOINT_KIND,
+                                        trust_checkpoint_message, trust_message)
 
 _CHAIN_LOCK = 0x54525354  # "TRST": serialises appends to the trust chain on PostgreSQL
 COLUMNS = ("seq", "prev_hash", "hash", "body", "key_id", "signature")  # a record as trust.jsonl holds it
+BODY_KINDS = {TrustChange.Kind.TRUST: KIND, TrustChange.Kind.APPROVAL: APPROVAL_KIND,
+              TrustChange.Kind.CHANGE: REAPPROVAL_KIND}  # a row's kind -> its body's
 
 
 def _iso(value) -> str:
@@ -37,14 +42,19 @@ def _person(user, roles: list[str] | None) -> dict:
 
 def trust_body(change, *, roles: list[str] | None, proposal=None, version: int = FORMAT) -> dict:
     """What is sealed of a change. `roles`: those the changer held when they made it (None: not
-    known, for a change recorded before the chain). From v2 the body also says who proposed a
-    mark of trust that the changer confirmed (`proposal`, agents.TrustProposal), with the roles
-    they held and when, or null when one step was enough; v1 (the changes sealed before
-    proposals, and migration 0009's) has no proposed_by."""
+    known, for a change recorded before the chain). From v2 the body also says who proposed what
+    the changer confirmed (`proposal`, agents.TrustProposal), with the roles they held and when, or
+    null when one step was enough; v1 (the changes sealed before proposals, and migration 0009's)
+    has no proposed_by. A mark's body says from what mark to what; an approval change's or a
+    re-approval's (always v2, always proposed) the `before` and `after` its row holds."""
     by = change.changed_by
-    body = {"v": version, "kind": KIND, "subject": change.subject, "name": change.name, "trusted": change.trusted,
-            "was_trusted": change.was_trusted, "reason": change.reason, "at": _iso(change.changed_at),
-            "changed_by": _person(by, roles) if by else None}
+    kind = getattr(change, "kind", TrustChange.Kind.TRUST)  # migration 0009's model has no kind: all marks
+    body = {"v": version, "kind": BODY_KINDS[kind], "subject": change.subject, "name": change.name,
+            "reason": change.reason, "at": _iso(change.changed_at), "changed_by": _person(by, roles) if by else None}
+    if kind == TrustChange.Kind.TRUST:
+        body |= {"trusted": change.trusted, "was_trusted": change.was_trusted}
+    else:
+        body |= {"before": change.before, "after": change.after}
     if version >= 2:
         body["proposed_by"] = None if proposal is None else {
             **_person(proposal.proposed_by, list(proposal.proposer_roles)), "at": _iso(proposal.created_at)}
@@ -61,7 +71,7 @@ def _seal(change, model, *, roles: list[str] | None, proposal=None, version: int
 def seal_trust_change(change: TrustChange, *, proposal=None) -> TrustChange:
     """Seal an unsaved change as the chain's next record and insert it, inside the caller's
     transaction; the witness is given the new head once that commits. `proposal`: the confirmed
-    TrustProposal a mark of trust comes from."""
+    TrustProposal the change comes from (a mark of trust, an approval change, a re-approval)."""
     change.changed_at = timezone.now().replace(microsecond=0)  # the body's "at" and the column agree to the second
     by = change.changed_by
     _seal(change, TrustChange, roles=sorted(by.groups.values_list("name", flat=True)) if by else None,

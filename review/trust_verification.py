@@ -1,10 +1,17 @@
 """Verification of the trust chain, with the offline verifier's own code (warrant_verify.trust_chain).
 
 What only the database can tell is added here: each row's columns against its sealed body, and
-each live mark against the chain: a source or built-in tool marked trusted that no sealed change
-left trusted was marked behind agents.trust's back (an UPDATE of the column), or the change that
-did it was removed with the chain re-signed. The chain is held against the trust checkpoints in
-the witness file, as the review chain is (review.verification, which reports both).
+each live mark and approval against the chain. A source or built-in tool marked trusted that no
+sealed change left trusted was marked behind agents.trust's back (an UPDATE of the column), or the
+change that did it was removed with the chain re-signed. A tool that no longer requires approval,
+or a tool or source whose approver role is not the one, when the newest sealed approval change of
+it left approval required or that role set, was loosened behind agents.trust_approval's back (only
+a confirmed proposal loosens, and each one is sealed). A tool or source with no sealed approval
+change is not held to anything here: the chain records loosenings, not the approval every tool
+was given (SECURITY.md says what that leaves). The live state is read before the chain, so a
+proposal confirmed while the check runs never shows as a loosening. The chain is held against the
+trust checkpoints in the witness file, as the review chain is (review.verification, which reports
+both).
 """
 
 import json
@@ -14,17 +21,19 @@ from django.db import connection
 
 from agents import append_only
 from agents.models import Tool, ToolSource, TrustChange
-from review.trust_chain import COLUMNS
+from review.trust_chain import BODY_KINDS, COLUMNS
 from runs import witness
 from runs.verification import Problem
 from warrant_verify.messages import GENESIS
-from warrant_verify.trust_chain import TRUST_CHECKPOINT_KIND, verify_trust_checkpoints, verify_trust_records
+from warrant_verify.trust_chain import APPROVAL_KIND, KIND, TRUST_CHECKPOINT_KIND, verify_trust_checkpoints, \
+    verify_trust_records
 
 _CHUNK = 2000
 _USERNAME = get_user_model().USERNAME_FIELD
-_FIELDS = ("subject", "name", "trusted", "was_trusted", "reason", "at", "changed_by", "proposed_by")
-_SEALED = ("subject", "name", "trusted", "was_trusted", "reason", "changed_at", f"changed_by__{_USERNAME}",
-           f"proposed_by__{_USERNAME}")
+_ROW_KINDS = {body: row for row, body in BODY_KINDS.items()}
+_PEOPLE = {"changed_by": f"changed_by__{_USERNAME}", "proposed_by": f"proposed_by__{_USERNAME}"}
+_PLAIN = ("subject", "name", "trusted", "was_trusted", "before", "after", "reason")
+_SEALED = ("kind", *_PLAIN, "changed_at", *_PEOPLE.values())
 
 
 def chunks(queryset, size: int):
@@ -52,10 +61,11 @@ def _username(person):
 
 
 def _cross_check(row: dict, body: dict) -> list[Problem]:
-    sealed = tuple(body.get(f) for f in _FIELDS[:-2]) + tuple(_username(body.get(f)) for f in _FIELDS[-2:])
-    stored = (row["subject"], row["name"], row["trusted"], row["was_trusted"], row["reason"],
-              witness._iso(row["changed_at"]), row[_SEALED[-2]], row[_SEALED[-1]])
-    fields = [f for f, a, b in zip(_FIELDS, sealed, stored, strict=True) if a != b]
+    sealed = {"kind": _ROW_KINDS.get(body.get("kind"), body.get("kind")), **{f: body.get(f) for f in _PLAIN},
+              "at": body.get("at"), **{f: _username(body.get(f)) for f in _PEOPLE}}
+    stored = {"kind": row["kind"], **{f: row[f] for f in _PLAIN}, "at": witness._iso(row["changed_at"]),
+              **{f: row[column] for f, column in _PEOPLE.items()}}
+    fields = [f for f in sealed if sealed[f] != stored[f]]
     if not fields:
         return []
     verb = "differs" if len(fields) == 1 else "differ"
@@ -63,26 +73,61 @@ def _cross_check(row: dict, body: dict) -> list[Problem]:
                                                             "change sealed")]
 
 
-def _unvouched(marks: dict) -> list[Problem]:
+def _live() -> dict:
+    """What is marked trusted now, and every tool's and source's approval, by (subject, name)."""
+    trusted = {("tool_source", name) for name in ToolSource.objects.filter(trusted=True).values_list("name", flat=True)}
+    trusted |= {("tool", name) for name in Tool.objects.filter(trusted_output=True, tool_source=None)
+                .values_list("name", flat=True)}
+    approval = {("tool", name): {"requires_approval": required, "approver_role": role}
+                for name, required, role in Tool.objects.values_list("name", "requires_approval", "approver_role__name")}
+    approval |= {("tool_source", name): {"approver_role": role}
+                 for name, role in ToolSource.objects.values_list("name", "approver_role__name")}
+    return {"trusted": trusted, "approval": approval}
+
+
+_NOUNS = {"tool_source": "tool source", "tool": "tool"}
+
+
+def _unvouched(live: dict, marks: dict) -> list[Problem]:
     """Marks trusted now that the chain's last change of them does not leave trusted."""
-    live = [("tool_source", "tool source", name) for name in ToolSource.objects.filter(trusted=True)
-            .values_list("name", flat=True)]
-    live += [("tool", "tool", name) for name in Tool.objects.filter(trusted_output=True, tool_source=None)
-             .values_list("name", flat=True)]
-    return [Problem("trust", f"{noun} {name}", "is marked trusted, but no sealed trust change left it trusted: the "
-                                               "mark was set outside agents.trust, or its change was removed")
-            for subject, noun, name in live if marks.get((subject, name)) is not True]
+    return [Problem("trust", f"{_NOUNS[subject]} {name}", "is marked trusted, but no sealed trust change left it "
+                                                          "trusted: the mark was set outside agents.trust, or its "
+                                                          "change was removed")
+            for subject, name in sorted(live["trusted"]) if marks.get((subject, name)) is not True]
+
+
+def _loosened(live: dict, approvals: dict) -> list[Problem]:
+    """Approvals looser now than the newest sealed approval change of them left them."""
+    problems = []
+    for (subject, name), (seq, after) in sorted(approvals.items()):
+        now = live["approval"].get((subject, name))
+        if now is None or not isinstance(after, dict):
+            continue  # gone since, or a body the chain check reported
+        said = []
+        if after.get("requires_approval") is True and now.get("requires_approval") is False:
+            said.append("it no longer requires approval")
+        if isinstance(after.get("approver_role"), str) and now["approver_role"] != after["approver_role"]:
+            said.append(f"its approver role is {now['approver_role']!r}, not {after['approver_role']!r} (or that "
+                        "role was renamed)")
+        if said:
+            left = ", ".join(f"{field} {value!r}" for field, value in sorted(after.items()))
+            problems.append(Problem("trust", f"{_NOUNS[subject]} {name}", f"{' and '.join(said)}, where the newest "
+                                    f"sealed approval change of it (#{seq}) left {left}: it was loosened outside "
+                                    "agents.trust_approval, or the change that did it was removed"))
+    return problems
 
 
 def trust_verify_problems(*, keys, made_at: str) -> tuple[int, int, list[Problem]]:
     """(changes checked, trust checkpoints in the witness file, problems): links, hashes, bodies,
-    signatures, rows against bodies, live marks against the chain, the witness's trust checkpoints,
-    and the append-only triggers on the rows."""
+    signatures, rows against bodies, live marks and approvals against the chain, the witness's trust
+    checkpoints, and the append-only triggers on the rows."""
+    live = _live()
     lines, _bad = witness.witness_file_checkpoints(TRUST_CHECKPOINT_KIND)  # review.verification reports bad lines
     wanted = {line.get("seq") for line in lines}
     problems: list[Problem] = []
     hash_at: dict[int, str] = {}
     marks: dict[tuple[str, str], bool] = {}
+    approvals: dict[tuple[str, str], tuple[int, dict]] = {}
     checked, start_seq, start_prev, seen = 0, 1, GENESIS, {}
 
     def walk(rows):
@@ -95,7 +140,10 @@ def trust_verify_problems(*, keys, made_at: str) -> tuple[int, int, list[Problem
         for row in rows:
             if (body := _body(row)) is not None:
                 problems.extend(_cross_check(row, body))
-                marks[(body.get("subject"), body.get("name"))] = body.get("trusted")
+                if body.get("kind") == KIND:
+                    marks[(body.get("subject"), body.get("name"))] = body.get("trusted")
+                elif body.get("kind") == APPROVAL_KIND:
+                    approvals[(body.get("subject"), body.get("name"))] = (row["seq"], body.get("after"))
         checked += result.checked
         hash_at.update({seq: hash_ for seq, hash_ in result.hashes.items() if seq in wanted})
         start_seq, start_prev = result.head_seq + 1, result.head_hash
@@ -108,4 +156,4 @@ def trust_verify_problems(*, keys, made_at: str) -> tuple[int, int, list[Problem
                                           file="witness", labels=[f"line {line['_line']}" for line in lines])]
     problems += [Problem("append_only", name, "the append-only trigger is missing or disabled")
                  for name in append_only.TRIGGERS.missing(connection)]
-    return checked, len(lines), problems + _unvouched(marks)
+    return checked, len(lines), problems + _unvouched(live, marks) + _loosened(live, approvals)

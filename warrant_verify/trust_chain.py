@@ -1,18 +1,26 @@
 """The trust chain: every change of a trust mark (a governance admin saying a tool source's or a
-built-in tool's output is trusted, so reading it does not taint a run), chained, signed and
-witnessed like the review records, and checked by the same code (record_chain).
+built-in tool's output is trusted, so reading it does not taint a run), and every confirmed
+two-person loosening of an approval (a tool's requires_approval lifted, a tool's or a source's
+approver role changed or cleared) or re-approval of a trusted source's held tool, chained, signed
+and witnessed like the review records, and checked by the same code (record_chain).
 
 A record is {seq, prev_hash, hash, body, key_id, signature}; its signature covers seq, prev_hash,
-hash and key id under a domain of its own. The body says what changed, from what to what, who
-changed it (with the roles they held) and why; from v2, who proposed a mark of trust that the
-changer confirmed: a person marking something trusted with no proposer, or with themselves as
-proposer, is a failure here, as is a v1 body after a v2 one. Without the chain a DBA could mark a source trusted,
-let runs read it untainted, mark it back and delete both rows; now the gap in seq, the witness's
-checkpoints and the signed extent in an evidence bundle each show it.
+hash and key id under a domain of its own. The body's kind says which change it records:
+"trust_change" (from what mark to what), "approval_change" (the approval `before` and `after`, by
+role name) or "reapproval" (the tool's approved fingerprint before and after), with who changed it
+(with the roles they held) and why; from v2, who proposed what the changer confirmed. A person
+marking something trusted with no proposer, or with themselves as proposer, is a failure here, and
+so is an approval change or a re-approval that names no proposer, or its confirmer as its
+proposer; as is a v1 body after a v2 one (the two new kinds exist only as v2). Without the chain a
+DBA could mark a source trusted, let runs read it untainted, mark it back and delete both rows; now
+the gap in seq, the witness's checkpoints and the signed extent in an evidence bundle each show it.
+
+What the chain does not hold is a tool's approval as it stands: a requires_approval lifted by an
+UPDATE, with no record at all, leaves the chain intact (SECURITY.md says where that shows).
 """
 
 from . import jcs
-from .chain import ChainResult, Failure
+from .chain import ChainResult, Failure, is_hex64
 from .messages import GENESIS
 from .record_chain import RecordChain, verify_chain_checkpoints, verify_chain_file, verify_chain_records
 
@@ -23,7 +31,13 @@ TRUST_FILE = "trust.jsonl"  # the whole trust chain, #1 to its head when the bun
 FORMAT = 2  # the newest body version: v1 bodies (sealed before trust proposals) come only before the first v2
 VERSIONS = (1, 2)
 KIND = "trust_change"
+APPROVAL_KIND = "approval_change"  # a confirmed proposal of kind "approval" (agents.trust_approval)
+REAPPROVAL_KIND = "reapproval"  # a confirmed proposal of kind "change"
+KINDS = (KIND, APPROVAL_KIND, REAPPROVAL_KIND)
 SUBJECTS = ("tool_source", "tool")
+# The kinds only a confirmed proposal makes: what was done, and the doing of it, in reports.
+_CONFIRMED = {APPROVAL_KIND: ("loosened its approval", "loosening its approval"),
+              REAPPROVAL_KIND: ("re-approved its change", "re-approving its change")}
 
 
 def _person_problem(person, field: str) -> str | None:
@@ -33,36 +47,91 @@ def _person_problem(person, field: str) -> str | None:
 
 
 def _proposal_problems(body: dict) -> list[str]:
-    """v2: a mark of trust set by a person names who proposed it, someone else; nothing else does."""
+    """v2: a mark of trust set by a person names who proposed it, someone else; so does every approval
+    change and re-approval (only a second governance admin's confirmation makes one); nothing else does."""
     if "proposed_by" not in body:
         return ["a v2 body without proposed_by"]
     proposer, by = body["proposed_by"], body.get("changed_by")
     if proposer is not None and not (isinstance(proposer, dict) and isinstance(proposer.get("username"), str)
                                      and isinstance(proposer.get("at"), str)):
         return ["proposed_by is neither null nor a user's name, roles and when they proposed"]
+    if body.get("kind") in _CONFIRMED:
+        did, doing = _CONFIRMED[body["kind"]]
+        if not isinstance(by, dict):
+            return [f"{did} with no one named as confirming it: only a second governance admin's confirmation does"]
+        return _second_person(by, proposer, did, doing)
     if body.get("trusted") is True and isinstance(by, dict):
-        if proposer is None:
-            return [f"{by.get('username')!r} marked it trusted alone: no second governance admin proposed it"]
-        if proposer.get("username") == by.get("username"):
-            return [f"{by.get('username')!r} both proposed and confirmed marking it trusted"]
-    elif proposer is not None:
+        return _second_person(by, proposer, "marked it trusted", "marking it trusted")
+    if proposer is not None:
         return ["proposed_by on a change that needs no proposal (an untrusting, or the platform's own)"]
     return []
 
 
+def _second_person(by: dict, proposer, did: str, doing: str) -> list[str]:
+    if proposer is None:
+        return [f"{by.get('username')!r} {did} alone: no second governance admin proposed it"]
+    if proposer.get("username") == by.get("username"):
+        return [f"{by.get('username')!r} both proposed and confirmed {doing}"]
+    return []
+
+
+def _approval_problem(subject, state) -> str | None:
+    fields = {"approver_role"} | ({"requires_approval"} if subject == "tool" else set())
+    if not isinstance(state, dict) or set(state) != fields:
+        return f"is not an approval ({', '.join(sorted(fields))})"
+    role = state["approver_role"]
+    if not (role is None or (isinstance(role, str) and role)) or not isinstance(state.get("requires_approval", False),
+                                                                                 bool):
+        return "names a role that is neither null nor a name, or a requires_approval that is not a boolean"
+    return None
+
+
+def _fingerprint_problem(state, *, after: bool) -> str | None:
+    value = state.get("approved_sha256") if isinstance(state, dict) else None
+    if not isinstance(state, dict) or set(state) != {"approved_sha256"} or not (
+            is_hex64(value) or (not after and value in (None, ""))):
+        return "is not {approved_sha256: a fingerprint}"
+    return None
+
+
+def _change_problems(body: dict) -> list[str]:
+    """What an approval change or a re-approval says of its tool: the state before and after, unlike."""
+    kind, subject = body.get("kind"), body.get("subject")
+    if "trusted" in body or "was_trusted" in body:
+        return [f"a trust mark in a body of kind {kind}"]
+    if kind == REAPPROVAL_KIND and subject != "tool":
+        return ["a re-approval is of a tool, not of a source"]
+    problems = []
+    for side in ("before", "after"):
+        state = body.get(side)
+        problem = _approval_problem(subject, state) if kind == APPROVAL_KIND else _fingerprint_problem(
+            state, after=side == "after")
+        if problem:
+            problems.append(f"{side} {problem}")
+    if not problems and body["before"] == body["after"]:
+        problems.append(f"a {kind} body whose before and after are the same")
+    return problems
+
+
 def _body_problems(body: dict, record: dict) -> list[str]:
     problems = []
+    kind = body.get("kind")
     if body.get("v") not in VERSIONS:
         problems.append(f"body v is {body.get('v')!r}, not one of {', '.join(map(str, VERSIONS))}")
-    if body.get("kind") != KIND:
-        problems.append(f"body kind {body.get('kind')!r} is not {KIND}")
+    elif kind != KIND and body.get("v") != 2:
+        problems.append(f"{kind} bodies are v2 (the kind came with trust proposals), this one is v{body.get('v')}")
+    if kind not in KINDS:
+        problems.append(f"body kind {kind!r} is not one of {', '.join(KINDS)}")
     if body.get("subject") not in SUBJECTS:
         problems.append(f"body subject {body.get('subject')!r} is not one of {', '.join(SUBJECTS)}")
     if not isinstance(body.get("name"), str) or not body.get("name"):
         problems.append("body names no tool or source")
-    trusted, was = body.get("trusted"), body.get("was_trusted")
-    if not (isinstance(trusted, bool) and isinstance(was, bool)) or trusted == was:
-        problems.append("a trust change goes from one boolean mark to the other")
+    if kind == KIND:
+        trusted, was = body.get("trusted"), body.get("was_trusted")
+        if not (isinstance(trusted, bool) and isinstance(was, bool)) or trusted == was:
+            problems.append("a trust change goes from one boolean mark to the other")
+    elif kind in KINDS:
+        problems += _change_problems(body)
     if problem := _person_problem(body.get("changed_by"), "changed_by"):
         problems.append(problem)
     if body.get("v") == 2:
@@ -129,7 +198,7 @@ def verify_trust_file(data: bytes | None, *, keys: dict, section,
                 body = jcs.loads(record.get("body", "")) if isinstance(record, dict) else None
             except (ValueError, RecursionError, TypeError):
                 continue
-            if isinstance(body, dict) and body.get("trusted") is True:
+            if isinstance(body, dict) and body.get("kind") == KIND and body.get("trusted") is True:
                 made_trusted.add((body.get("subject"), body.get("name")))
         sources = {name for subject, name in made_trusted if subject == "tool_source" and isinstance(name, str)}
         for where, name in trusted_reads:
