@@ -15,36 +15,21 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 
-from evals.models import EvalRun, GoldenCase
-from runs import freeze
+from evals.models import EvalRun
 from skills.models import Skill, SkillVersion
 from skills.services import skill_import
-from tests.skills.texts import NARROW
+from tests.skills.texts import HARMLESS, NARROW, in_force, narrow_in_force
 
 pytestmark = pytest.mark.django_db
 User = get_user_model()
 
 REASON = "The account list must be read live again from today; ticket OPS-9 accepts the risk"
-HARMLESS = NARROW.replace("tags: [accounts, all accounts]", "tags: [quarterly board pack]")
 URL = "/api/v1/skills/accounts-without-tools/"
-
-
-def _in_force() -> list[str]:
-    _, snapshot = freeze.governance_for_roles(agent_slug="crm-assistant", username="t", roles=[])
-    return sorted(s["name"] for s in snapshot["skills"])
 
 
 @pytest.fixture
 def constraining(demo) -> Skill:
-    """NARROW in force (the platform's one-step import), with the golden set saying its contract holds:
-    the demo's list-accounts case (which needs list_accounts to run) off, and a case that the list is
-    not read while the skill is active."""
-    skill, _ = skill_import(text=NARROW, status=Skill.Status.ACTIVE)
-    GoldenCase.objects.filter(name="list-accounts").update(enabled=False)
-    GoldenCase.objects.create(agent=GoldenCase.objects.get(name="acme-health").agent, name="accounts-not-read",
-                              input="List all accounts.", roles=["operators"], expected_status="succeeded",
-                              tools_not_called=["list_accounts"])
-    return skill
+    return narrow_in_force()
 
 
 def _last_version() -> SkillVersion:
@@ -68,7 +53,7 @@ def test_taking_a_skill_the_golden_set_needs_out_of_force_is_refused_with_the_re
     assert (gate.status, gate.subject) == ("failed", "skill accounts-without-tools v1: take out of force")
     skill = Skill.objects.get(pk=constraining.pk)
     assert (skill.status, skill.sha256, skill.version) == ("active", constraining.sha256, 1)
-    assert "accounts-without-tools" in _in_force()
+    assert "accounts-without-tools" in in_force()
 
 
 def test_an_emergency_removal_takes_a_second_admin_for_the_same_change_and_names_both(admin, governance_admin,
@@ -92,7 +77,7 @@ def test_an_emergency_removal_takes_a_second_admin_for_the_same_change_and_names
     assert (version.status, version.changed_by, version.emergency_requested_by.username, version.emergency_reason) == (
         "retired", governance_admin.user, "admin", mark)
     assert EvalRun.objects.get(id=version.eval_run_id).status == "failed"  # what the gate would have refused
-    assert "accounts-without-tools" not in _in_force()
+    assert "accounts-without-tools" not in in_force()
 
 
 def test_an_emergency_request_expires(admin, governance_admin, constraining, settings):
@@ -117,7 +102,7 @@ def test_new_text_past_a_failing_set_is_confirmed_on_that_text_and_stays_the_ask
     assert done.status_code == 200, done.json()
     skill = Skill.objects.get(pk=constraining.pk)
     assert (skill.status, skill.version, skill.source, skill.author.username) == ("draft", 2, new, "admin")
-    assert "accounts-without-tools" not in _in_force()  # the version that was active is out of force
+    assert "accounts-without-tools" not in in_force()  # the version that was active is out of force
     # The text is the asker's: they may not approve it themselves.
     mine = admin.patch(URL, {"status": "approved"}, format="json")
     assert mine.status_code == 403, mine.json()
@@ -127,7 +112,7 @@ def test_a_skill_the_set_does_not_need_is_retired_by_one_admin_with_its_gate_on_
     skill, _ = skill_import(text=HARMLESS, status=Skill.Status.ACTIVE)
     answer = admin.patch(URL, {"source": HARMLESS.replace("memory only", "memory alone")}, format="json")
     assert answer.status_code == 200, answer.json()
-    assert answer.json()["status"] == "draft" and "accounts-without-tools" not in _in_force()
+    assert answer.json()["status"] == "draft" and "accounts-without-tools" not in in_force()
     version = _last_version()
     gate = EvalRun.objects.get(id=version.eval_run_id)
     assert (gate.status, gate.subject, version.emergency_reason) == (

@@ -13,34 +13,20 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from evals.models import EvalRun, GoldenCase
-from runs import freeze
+from evals.models import EvalRun
 from skills.models import Skill, SkillVersion
 from skills.services import skill_import
-from tests.skills.texts import NARROW
+from tests.skills.texts import HARMLESS, NARROW, in_force, narrow_in_force
 
 pytestmark = pytest.mark.django_db
 
 NEW_TEXT = NARROW.replace("Answer from what you know", "Answer only from what you know")
-HARMLESS = NARROW.replace("tags: [accounts, all accounts]", "tags: [quarterly board pack]")
 REASON = "The account list is read live again from today; ticket OPS-9 accepts the risk"
-
-
-def _in_force() -> list[str]:
-    _, snapshot = freeze.governance_for_roles(agent_slug="crm-assistant", username="t", roles=[])
-    return sorted(s["name"] for s in snapshot["skills"])
 
 
 @pytest.fixture
 def constraining(demo) -> Skill:
-    """NARROW in force, with a golden case that holds only while its contract does (the list of
-    accounts is not read), and the demo's case that needs the list off."""
-    skill, _ = skill_import(text=NARROW, status=Skill.Status.ACTIVE)
-    GoldenCase.objects.filter(name="list-accounts").update(enabled=False)
-    GoldenCase.objects.create(agent=GoldenCase.objects.get(name="acme-health").agent, name="accounts-not-read",
-                              input="List all accounts.", roles=["operators"], expected_status="succeeded",
-                              tools_not_called=["list_accounts"])
-    return skill
+    return narrow_in_force()
 
 
 def _file(tmp_path, text: str):
@@ -73,7 +59,7 @@ def test_new_text_for_an_active_skill_the_set_needs_is_refused_naming_the_cases(
     skill = Skill.objects.get(pk=constraining.pk)
     assert (skill.status, skill.version, skill.sha256, skill.source) == ("active", 1, constraining.sha256, NARROW)
     assert _versions() == versions  # nothing written
-    assert "accounts-without-tools" in _in_force()
+    assert "accounts-without-tools" in in_force()
 
 
 def test_the_other_files_still_import_beside_a_refused_one(constraining, tmp_path):
@@ -91,7 +77,7 @@ def test_an_emergency_reason_takes_it_out_of_force_in_one_step_marked_on_its_his
     assert "updated   accounts-without-tools v2" in out and REASON in out
     skill = Skill.objects.get(pk=constraining.pk)
     assert (skill.status, skill.version, skill.source, skill.author) == ("draft", 2, NEW_TEXT, None)
-    assert "accounts-without-tools" not in _in_force()
+    assert "accounts-without-tools" not in in_force()
     version = _versions()[-1]
     assert (version.version, version.status, version.changed_by, version.emergency_requested_by) == (
         2, "draft", None, None)
