@@ -78,6 +78,21 @@ def _trusted_then_back(demo) -> ToolSource:
     return tool_source_trust(source=source, trusted=False, user=_admin(), reason="done")
 
 
+def rechain_from(first: TrustChange, edit) -> None:
+    """What the holder of the signing key can do with database access: `edit` the change `first`
+    (its row and body), then link and sign every change from it on again, consistently."""
+    previous = first.prev_hash
+    with _as_dba():
+        for change in TrustChange.objects.filter(seq__gte=first.seq).order_by("seq"):
+            if change.pk == first.pk:
+                edit(change)
+            change.prev_hash, change.hash = previous, receipt_hash(previous, change.body)
+            change.signature = signing.sign(trust_message(seq=change.seq, prev_hash=change.prev_hash,
+                                                          hash=change.hash, key_id=change.key_id))
+            change.save()
+            previous = change.hash
+
+
 def _problems() -> list[str]:
     checked = review_verify_chain()
     return [str(p) for p in checked.failures]
@@ -148,17 +163,12 @@ def test_a_trust_change_rewritten_and_re_signed_by_the_key_holder_fails_against_
     _trusted_then_back(demo)
     first = TrustChange.objects.get(name="docs", trusted=True)
     body = json.loads(first.body) | {"reason": "reviewed by security"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    previous = first.prev_hash
-    with _as_dba():
-        for change in TrustChange.objects.filter(seq__gte=first.seq).order_by("seq"):
-            change.body = text if change.pk == first.pk else change.body
-            change.reason = json.loads(change.body)["reason"]
-            change.prev_hash, change.hash = previous, receipt_hash(previous, change.body)
-            change.signature = signing.sign(trust_message(seq=change.seq, prev_hash=change.prev_hash,
-                                                          hash=change.hash, key_id=change.key_id))
-            change.save()
-            previous = change.hash
+
+    def edit(change: TrustChange) -> None:
+        change.body = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        change.reason = body["reason"]
+
+    rechain_from(first, edit)
     problems = _problems()
     assert problems and all(p.startswith("witness: ") for p in problems), problems
     assert any("the trust chain was rewritten after this checkpoint" in p for p in problems), problems

@@ -22,11 +22,10 @@ from review.verification import review_verify_chain
 from runs import signing
 from runs.evidence import evidence_bundle_write
 from tests.agents.trusting import second_governance_admin, trust_by_two_admins
-from tests.review.test_trust_chain import _as_dba, _offline, _problems, _signed
+from tests.review.test_trust_chain import _as_dba, _offline, _problems, _signed, rechain_from
 from warrant_verify.archive import read_bundle
 from warrant_verify.bundle import verify_bundle
-from warrant_verify.messages import receipt_hash
-from warrant_verify.trust_chain import TRUST_FILE, trust_message, verify_trust_records
+from warrant_verify.trust_chain import TRUST_FILE, verify_trust_records
 
 pytestmark = pytest.mark.django_db(transaction=True)
 User = get_user_model()
@@ -170,17 +169,12 @@ def test_a_sealed_loosening_edited_in_the_row_or_the_bundle_is_caught(demo, tmp_
 def test_a_loosening_re_signed_by_the_key_holder_fails_against_the_witness(demo, settings, tmp_path):
     settings.WARRANT_WITNESS_FILE = str(tmp_path / "witness.jsonl")
     sealed = _loosened_then_more()
-    previous = sealed.prev_hash
-    with _as_dba():
-        for change in TrustChange.objects.filter(seq__gte=sealed.seq).order_by("seq"):
-            if change.pk == sealed.pk:
-                change.body = change.body.replace('"reason":"too slow"', '"reason":"agreed by the CISO"')
-                change.reason = "agreed by the CISO"
-            change.prev_hash, change.hash = previous, receipt_hash(previous, change.body)
-            change.signature = signing.sign(trust_message(seq=change.seq, prev_hash=change.prev_hash,
-                                                          hash=change.hash, key_id=change.key_id))
-            change.save()
-            previous = change.hash
+
+    def edit(change: TrustChange) -> None:
+        change.body = change.body.replace('"reason":"too slow"', '"reason":"agreed by the CISO"')
+        change.reason = "agreed by the CISO"
+
+    rechain_from(sealed, edit)
     problems = _problems()
     assert problems and all(p.startswith("witness: ") for p in problems), problems
     assert any("the trust chain was rewritten after this checkpoint" in p for p in problems), problems
