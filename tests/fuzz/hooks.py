@@ -6,7 +6,9 @@ it finds the rules module beside it through the repository root it puts on the p
     strings, and the same key with another body is a 422 by contract;
   - `filter_failure` drops a positive_data_acceptance failure whose 400 refuses a body that breaks
     the declared schema after all, or names only rules no schema can state (tests/fuzz/rules.py),
-    and logs each drop with its reason to the file DROPS_ENV names.
+    and logs each drop with its reason to the file DROPS_ENV names;
+  - `map_case` makes a positive review record obey the rules across its fields (rules.fit_review_record),
+    so that records reach the review chain instead of their 400.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import jsonschema
 import schemathesis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.fuzz.rules import DROPS_ENV, only_business_rules  # noqa: E402
+from tests.fuzz.rules import DROPS_ENV, REVIEW_RECORDS, fit_review_record, only_business_rules  # noqa: E402
 
 _sent_keys: set[str] = set()
 _sent_lock = threading.Lock()
@@ -49,6 +51,15 @@ def before_call(context, case, kwargs):
                 case.headers[name] = _fresh(case.headers[name])
     if isinstance(case.body, dict) and "idempotency_key" in case.body:
         case.body["idempotency_key"] = _fresh(case.body["idempotency_key"])
+
+
+@schemathesis.hook
+def map_case(context, case):
+    # Negative cases stay as generated: their refusal is what is tested.
+    if (case.operation.path == REVIEW_RECORDS and case.meta is not None and not case.meta.generation.mode.is_negative
+            and isinstance(case.body, dict)):
+        case.body = fit_review_record(dict(case.body))
+    return case
 
 
 @schemathesis.hook

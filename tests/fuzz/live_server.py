@@ -1,8 +1,11 @@
 """The fuzz's own Warrant: a throwaway SQLite database, the demo, and gunicorn on loopback.
 
 The database lives in a temporary directory (DATABASE_URL), migrated, with the demo loaded, a
-second operator `operator2` (role operators), API tokens for operator, operator2 and admin, and
-one tool source of each kind (TOOL_SOURCES). The server may start only `true` for an mcp_stdio
+second operator `operator2` (role operators), API tokens for operator, operator2, approver and admin,
+a signed-in session for compliance (SESSION_PERSONAS: a token cannot issue tokens), one tool source
+of each kind (TOOL_SOURCES), and what the approver's and compliance's passes act on (DESK): two
+runs of the operator's sampled for review and assigned to compliance, two parked on secops'
+approval. The server may start only `true` for an mcp_stdio
 source and import only tests.tools.pyfuncs for a python one (WARRANT_MCP_STDIO_COMMANDS,
 WARRANT_PYTHON_TOOL_MODULES), whatever the fuzzer sends. Gunicorn runs with DJANGO_DEBUG=0,
 throttles raised and its request-line limit lifted, so that long generated query strings reach
@@ -85,15 +88,46 @@ peer.groups.add(Group.objects.get(name="operators"))
 from agents.models import Tool
 from agents.sources import tool_source_create
 tokens = {name: token_issue(user=User.objects.get(username=name), via="command", issued_by="fuzz")[1]
-          for name in ("operator", "operator2", "admin")}
+          for name in ("operator", "operator2", "approver", "admin")}
 for values in %r:
     tool_source_create(values=values)
+# The desk's objects: runs sampled for review (a rule that samples every run, switched off again so
+# that the passes' own runs are not) and assigned to compliance, and runs parked on secops' approval.
+from review.models import ReviewItem, SamplingRule
+from review.records import review_assign
+from runs.models import ApprovalRequest
+from runs.start import run_start
+compliance, operator = User.objects.get(username="compliance"), User.objects.get(username="operator")
+rule = SamplingRule.objects.create(name="fuzz-every-run", percentage=100)
+for text in %r:
+    run_start(agent_slug="crm-assistant", input_text=text, caller=operator)  # run in-process: no broker
+rule.enabled = False
+rule.save()
+for item in ReviewItem.objects.all():
+    review_assign(item=item, assignee=compliance, by=compliance)
+from django.conf import settings
+from django.test import Client
+from django.utils.crypto import get_random_string
+sessions = {}
+for name in %r:
+    client = Client()
+    client.force_login(User.objects.get(username=name))
+    csrf = get_random_string(32)  # Django's CSRF check compares the header with the cookie
+    sessions[name] = {"csrf": csrf, "cookies": {settings.SESSION_COOKIE_NAME: client.cookies[
+        settings.SESSION_COOKIE_NAME].value, settings.CSRF_COOKIE_NAME: csrf}}
 from tests.api.role_matrix import MATRIX, PERSONAS
 forbidden = {persona: sorted(operation for operation, row in MATRIX.items() if row[PERSONAS.index(persona)] == 403)
              for persona in %r}
-print(json.dumps({"tokens": tokens, "tools": sorted(Tool.objects.values_list("name", flat=True)),
-                  "forbidden": forbidden}))
+items = [str(pk) for pk in ReviewItem.objects.values_list("pk", flat=True)]
+approvals = [str(pk) for pk in ApprovalRequest.objects.filter(status="pending").values_list("pk", flat=True)]
+print(json.dumps({"tokens": tokens, "sessions": sessions, "tools": sorted(Tool.objects.values_list("name", flat=True)),
+                  "forbidden": forbidden, "review_items": items, "approvals": approvals}))
 """
+
+# Personas that sign in (a session cookie and its CSRF token) instead of sending a token.
+SESSION_PERSONAS = ("compliance",)
+# The runs the desk's objects come from: two that end sampled for review, two parked on an approval.
+DESK_RUNS = ("List all accounts.", "List all accounts.", "Delete the account Initech.", "Delete the account Initech.")
 
 # One tool source of each kind, so that reads, changes and syncs of tool sources meet real rows
 # (a generated name almost never names one). Each is as harmless as the server's allow-lists:
@@ -114,7 +148,8 @@ def prepare_database(env: dict[str, str], personas: list[str]) -> dict:
     of Django costs seconds). Also read there, as it needs Django: the operations the role matrix
     (tests/api/role_matrix.py) refuses each of `personas` with 403, as its rows name them
     (["POST", "trust-proposals/{pk}/confirm/"])."""
-    output = _manage(env, "shell", "-c", PREPARE % (PASSWORD, TOOL_SOURCES, tuple(personas)))
+    output = _manage(env, "shell", "-c", PREPARE % (PASSWORD, TOOL_SOURCES, DESK_RUNS, SESSION_PERSONAS,
+                                                    tuple(personas)))
     prepared = json.loads(output.strip().splitlines()[-1])
     prepared["tool_sources"] = [source["name"] for source in TOOL_SOURCES]
     return prepared
@@ -143,8 +178,8 @@ class Server:
              # Long generated query strings must reach Django, not stop at gunicorn's HTML 414.
              "--limit-request-line", "0",
              "--access-logfile", str(self.access_log), "--error-logfile", str(self.error_log),
-             # Method, path, status, and whose token: requests per persona are counted from it.
-             "--access-logformat", '%(m)s %(U)s %(s)s "%({authorization}i)s"'],
+             # Method, path, status, and whose token or session: requests per persona are counted from it.
+             "--access-logformat", '%(m)s %(U)s %(s)s "%({authorization}i)s" "%({cookie}i)s"'],
             cwd=REPO, env=env, stdout=self.output, stderr=subprocess.STDOUT, start_new_session=True,
         )
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tests.fuzz.pass_report import merge_parts, read_part
 from tests.fuzz.rules import DROPS_ENV
-from tests.fuzz.schemathesis_config import FORBIDDEN_EXAMPLES, few_case_operations, write_config
+from tests.fuzz.schemathesis_config import FORBIDDEN_EXAMPLES, few_case_operations, only_pattern, write_config
 
 HOOKS = Path(__file__).resolve().with_name("hooks.py")
 # Command name -> the phases it runs.
@@ -44,25 +44,30 @@ def stop_all() -> None:
                 process.kill()
 
 
-def run_pass(*, base: str, persona: str, tokens: dict[str, str], peers: list[str], tools: list[str],
+def run_pass(*, base: str, persona: str, credentials: dict[str, dict[str, str]], peers: list[str], tools: list[str],
              tool_sources: list[str], forbidden: list[tuple[str, str]], tmp: Path, results: Path,
-             args: argparse.Namespace) -> dict:
+             args: argparse.Namespace, desk: dict[str, list[str]], only: list[tuple[str, str]] | None = None,
+             budget: int | None = None) -> dict:
     """Run both commands as `persona` against the server at `base`; the pass's summary.
 
     `forbidden`: the operations the role matrix refuses the persona (its rows' method and route); most
-    get a few fuzzing cases only (tests/fuzz/schemathesis_config.py says which and why)."""
-    few_cases = few_case_operations(forbidden)
-    config = write_config(persona=persona, peers=peers, tokens=tokens, tools=tools, tool_sources=tool_sources,
-                          few_cases=few_cases, max_examples=args.max_examples,
-                          stateful_examples=args.stateful_examples, directory=tmp)
-    budget = args.operator_time if persona == "operator" else args.admin_time
-    print(f"\n=== schemathesis as {persona}" + (f" (peers: {', '.join(peers)})" if len(peers) > 1 else "")
+    get a few fuzzing cases only (tests/fuzz/schemathesis_config.py says which and why). `only`: the
+    operations the pass is limited to (rows as the matrix names them), None for every one.
+    `budget`: seconds for fuzzing and stateful, repeated within it (None: each once)."""
+    few_cases = [] if only else few_case_operations(forbidden)
+    config = write_config(persona=persona, peers=peers, credentials=credentials, tools=tools,
+                          tool_sources=tool_sources, few_cases=few_cases, max_examples=args.max_examples,
+                          stateful_examples=args.stateful_examples, directory=tmp, desk=desk if only else None)
+    signed_in = "a session" if "Cookie" in credentials[persona] else "a token"
+    print(f"\n=== schemathesis as {persona} with {signed_in}"
+          + (f" (peers: {', '.join(peers)})" if len(peers) > 1 else "")
           + f": coverage for at most {args.coverage_time}s, then "
           + (f"fuzzing and stateful for {budget}s" if budget else
              f"{args.max_examples} fuzzing cases per operation and {args.stateful_examples} stateful scenarios")
           + ", all checks (use_after_free off for GET and PATCH skills/{name}/ only); "
-          + f"{len(few_cases)} of the {len(forbidden)} operations the role matrix refuses {persona}:"
-          + f" {FORBIDDEN_EXAMPLES} fuzzing cases each, no coverage or stateful ===", flush=True)
+          + (f"only {len(only)} operations: {', '.join(f'{m} {r}' for m, r in only)} ===" if only else
+             f"{len(few_cases)} of the {len(forbidden)} operations the role matrix refuses {persona}:"
+             f" {FORBIDDEN_EXAMPLES} fuzzing cases each, no coverage or stateful ==="), flush=True)
     log_path = results / f"schemathesis-{persona}.log"
     drops = results / persona / "dropped.jsonl"
     started = time.monotonic()
@@ -70,8 +75,8 @@ def run_pass(*, base: str, persona: str, tokens: dict[str, str], peers: list[str
     with open(log_path, "w") as log:
         for name, time_limit in (("coverage", args.coverage_time), ("fuzzing", budget)):
             report_dir = results / persona / name
-            command = _command(base=base, token=tokens[persona], config=config, phases=COMMANDS[name],
-                               time_limit=time_limit, report_dir=report_dir, args=args)
+            command = _command(base=base, headers=credentials[persona], config=config, phases=COMMANDS[name],
+                               time_limit=time_limit, report_dir=report_dir, args=args, only=only)
             log.write(f"$ schemathesis run --phases {COMMANDS[name]}\n")
             log.flush()
             exit_code = _run(command, cwd=tmp, drops=drops, log=log, verbose=args.verbose)
@@ -81,8 +86,8 @@ def run_pass(*, base: str, persona: str, tokens: dict[str, str], peers: list[str
     return summary
 
 
-def _command(*, base: str, token: str, config: Path, phases: str, time_limit: int | None, report_dir: Path,
-             args: argparse.Namespace) -> list[str]:
+def _command(*, base: str, headers: dict[str, str], config: Path, phases: str, time_limit: int | None,
+             report_dir: Path, args: argparse.Namespace, only: list[tuple[str, str]] | None) -> list[str]:
     report_dir.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable, "-m", "schemathesis.cli", "--config-file", str(config),
@@ -91,11 +96,15 @@ def _command(*, base: str, token: str, config: Path, phases: str, time_limit: in
         # than Schemathesis' 10 s for loading it, so it retries for up to two minutes.
         "--wait-for-schema", "120",
         # The schema itself needs a logged-in user.
-        "--header", f"Authorization: Token {token}",
+        *[argument for header, value in headers.items() for argument in ("--header", f"{header}: {value}")],
         "--phases", phases,
         "--workers", str(args.workers),
         "--request-timeout", "60",
         "--generation-database", "none",
+        # Hypothesis' too_slow health check times the generator on the wall clock: at load 10 to 12 on the
+        # two cores (3 December) it stopped the fuzzing phase of POST runs/, agents/, policies/evaluate/golden/
+        # and standing-approvals/, a verdict on the machine and not on the API.
+        "--suppress-health-check", "too_slow",
         "--report", "junit,json,ndjson",
         "--report-dir", str(report_dir),
         "--report-junit-path", str(report_dir / "junit.xml"),
@@ -103,6 +112,8 @@ def _command(*, base: str, token: str, config: Path, phases: str, time_limit: in
         "--report-ndjson-path", str(report_dir / "events.ndjson"),
         "--no-color",
     ]
+    if only:
+        command += ["--include-name-regex", only_pattern(only)]
     if time_limit:
         command += ["--max-time", str(time_limit)]
     if args.seed is not None:

@@ -16,12 +16,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def server_census(access_log: Path, tokens: dict[str, str]) -> tuple[Counter, list[str]]:
-    """Requests per persona and every 5xx the server answered, from gunicorn's access log."""
-    personas = {f"Token {key}": name for name, key in tokens.items()}
+def server_census(access_log: Path, credentials: dict[str, dict[str, str]]) -> tuple[Counter, list[str]]:
+    """Requests per persona and every 5xx the server answered, from gunicorn's access log.
+
+    `credentials`: persona -> the headers it authenticates with (a token, or a session's cookie)."""
+    personas = {headers["Authorization"]: name for name, headers in credentials.items() if "Authorization" in headers}
+    sessions = {headers["Cookie"]: name for name, headers in credentials.items() if "Cookie" in headers}
     per_persona: Counter = Counter()
     server_errors: list[str] = []
-    pattern = re.compile(r'^(\S+) (\S+) (\d{3}) "(.*)"$')
+    pattern = re.compile(r'^(\S+) (\S+) (\d{3}) "(.*)" "(.*)"$')
     try:
         lines = access_log.read_text(errors="replace").splitlines()
     except OSError:
@@ -32,23 +35,27 @@ def server_census(access_log: Path, tokens: dict[str, str]) -> tuple[Counter, li
         if not match:
             scrubbed.append(line)
             continue
-        method, path, status, authorization = match.groups()
-        who = personas.get(authorization, "anonymous" if authorization == "-" else "invalid credentials")
+        method, path, status, authorization, cookie = match.groups()
+        if authorization != "-":
+            who = personas.get(authorization, "invalid credentials")
+        else:
+            who = sessions.get(cookie, "anonymous" if cookie == "-" else "invalid credentials")
         per_persona[who] += 1
         scrubbed.append(f"{method} {path} {status} {who}")
         if status.startswith("5"):
             server_errors.append(f"{status} {method} {path}")
-    # The log keeps who sent each request, not their (throwaway) tokens.
+    # The log keeps who sent each request, not their (throwaway) tokens and sessions.
     access_log.write_text("\n".join(scrubbed) + "\n")
     return per_persona, server_errors
 
 
-def results_dir(chosen: Path | str | None) -> Path:
-    """A directory of this run's own, so that two runs at once never mix their logs."""
+def results_dir(chosen: Path | str | None, names: list[str]) -> Path:
+    """A directory of this run's own, so that two runs at once never mix their logs. `names`: the
+    personas' and servers' subdirectories, cleared in a directory given again."""
     if chosen:
         results = Path(chosen).resolve()
         results.mkdir(parents=True, exist_ok=True)
-        for persona in ("operator", "admin"):  # only what an earlier run of this script wrote (gunicorn appends)
+        for persona in names:  # only what an earlier run of this script wrote (gunicorn appends)
             shutil.rmtree(results / persona, ignore_errors=True)
             (results / f"schemathesis-{persona}.log").unlink(missing_ok=True)
         return results

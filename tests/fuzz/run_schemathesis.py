@@ -3,14 +3,19 @@
 
     .venv/bin/python tests/fuzz/run_schemathesis.py        (or just tests/fuzz/run_schemathesis.py)
 
-1. A fresh SQLite database with the demo, a second operator and tokens, and a copy of it; each
-   served by its own gunicorn on a free loopback port (tests/fuzz/live_server.py).
-2. `schemathesis run http://127.0.0.1:<port>/api/v1/schema/` (tests/fuzz/passes.py) as two personas
-   at once, each against its own server:
+1. A fresh SQLite database with the demo, a second operator, tokens, a signed-in session and the
+   desk's objects, and two copies of it; each served by its own gunicorn on a free loopback port
+   (tests/fuzz/live_server.py).
+2. `schemathesis run http://127.0.0.1:<port>/api/v1/schema/` (tests/fuzz/passes.py) as four personas
+   in three lanes at once, each lane against its own server:
      - as `operator`, with `operator2` as its WFC peer, so the `object_level_authorization` check
        replays the operator's reads as operator2;
      - as governance admin `admin`, whose pass rewrites policies, roles and grants (on its own copy
-       of the database, so the operator's pass never meets them).
+       of the database, so the operator's pass never meets them);
+     - the desk: the operations no other pass gets past their refusal (DESK_OPERATIONS), one persona
+       after the other on the third copy: `approver` (secops, with a token) grants standing
+       approvals and decides the parked approvals; `compliance`, signed in with a session (a token
+       cannot issue tokens), issues and revokes its tokens and records its reviews.
    All 14 checks (`[checks] enabled = true`) and every phase: examples and coverage (at most
    `--coverage-time` seconds), then fuzzing (`--max-examples` cases per operation) and stateful
    (`--stateful-examples` scenarios of linked requests), each once unless a time budget is given.
@@ -54,7 +59,21 @@ from tests.fuzz.results import results_dir, server_census  # noqa: E402
 
 # Persona -> the identities its pass authenticates as (the first is its own; the others are
 # object_level_authorization peers, who must not reach its objects).
-PEERS = {"operator": ["operator", "operator2"], "admin": ["admin"]}
+PEERS = {"operator": ["operator", "operator2"], "admin": ["admin"], "approver": ["approver"],
+         "compliance": ["compliance"]}
+# Lane -> its personas, one pass after the other on the lane's own server (a copy of the database).
+LANES = {"operator": ["operator"], "admin": ["admin"], "desk": ["approver", "compliance"]}
+# The desk's passes are limited to what the role matrix lets only their persona do (the operator's and
+# the admin's passes meet its 403), and the reads that lead to it (their ids feed the stateful phase).
+DESK_OPERATIONS = {
+    "approver": [("POST", "standing-approvals/"), ("GET", "standing-approvals/"),
+                 ("GET", "standing-approvals/{standing_id}/"), ("POST", "standing-approvals/{standing_id}/revoke/"),
+                 ("GET", "approvals/{approval_id}/"), ("POST", "approvals/{approval_id}/approve/"),
+                 ("POST", "approvals/{approval_id}/deny/")],
+    "compliance": [("POST", "tokens/"), ("GET", "tokens/"), ("GET", "tokens/{public_id}/"),
+                   ("DELETE", "tokens/{public_id}/"), ("GET", "review/items/{item_id}/"),
+                   ("POST", "review/items/{item_id}/records/")],
+}
 
 
 def _reexec_in_venv() -> None:
@@ -70,20 +89,26 @@ def _reexec_in_venv() -> None:
 
 
 
-def _lane(*, persona: str, peers: list[str], base: str, tokens: dict[str, str], tools: list[str],
-          tool_sources: list[str], forbidden: list[tuple[str, str]], tmp: Path, results: Path, args: argparse.Namespace,
-          outcome: dict) -> None:
-    """One persona's pass on its own server (and, for the operator, the peer isolation check after it)."""
-    try:
-        outcome[persona] = run_pass(base=base, persona=persona, tokens=tokens, peers=peers, tools=tools,
-                                    tool_sources=tool_sources, forbidden=forbidden, tmp=tmp, results=results,
-                                    args=args)
-    except Exception as exc:  # reported as a pass without a report, so the run fails
-        outcome[persona] = {"persona": persona, "missing_report": True, "exit_code": None, "error": repr(exc)}
-        print(f"the {persona} pass could not run: {exc!r}", flush=True)
-        return
-    if persona != "operator":
-        return
+def _lane(*, personas: list[str], base: str, prepared: dict, credentials: dict[str, dict[str, str]], tmp: Path,
+          results: Path, args: argparse.Namespace, outcome: dict) -> None:
+    """A lane's passes on its own server, one after the other (and, for the operator, the peer isolation
+    check after its pass)."""
+    for persona in personas:
+        try:
+            outcome[persona] = run_pass(
+                base=base, persona=persona, credentials=credentials, peers=PEERS[persona], tools=prepared["tools"],
+                tool_sources=prepared["tool_sources"], forbidden=[tuple(row) for row in prepared["forbidden"][persona]],
+                tmp=tmp, results=results, args=args, desk=prepared, only=DESK_OPERATIONS.get(persona),
+                budget={"operator": args.operator_time, "admin": args.admin_time}.get(persona, args.desk_time))
+        except Exception as exc:  # reported as a pass without a report, so the run fails
+            outcome[persona] = {"persona": persona, "missing_report": True, "exit_code": None, "error": repr(exc)}
+            print(f"the {persona} pass could not run: {exc!r}", flush=True)
+            continue
+        if persona == "operator":
+            _peer_isolation(base, prepared["tokens"], outcome)
+
+
+def _peer_isolation(base: str, tokens: dict[str, str], outcome: dict) -> None:
     from tests.fuzz import peer_isolation  # httpx: only once in the venv
 
     try:
@@ -117,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="time budget of the operator pass in seconds (default none: each phase once)")
     parser.add_argument("--admin-time", type=int, default=_seconds("FUZZ_ADMIN_SECONDS"),
                         help="time budget of the admin pass in seconds (default none: each phase once)")
+    parser.add_argument("--desk-time", type=int, default=_seconds("FUZZ_DESK_SECONDS"),
+                        help="time budget of each desk pass (approver, compliance) in seconds (default none)")
     # One worker: with two threads, CPython 3.11's AST builder (used while Schemathesis generates)
     # now and then raised "SystemError: AST constructor recursion depth mismatch" (CPython
     # gh-106905, a thread-state bug), an error of the tool and not of the API.
@@ -125,39 +152,53 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", type=Path, default=os.environ.get("FUZZ_RESULTS_DIR"),
                         help="where the reports go (default: a new var/fuzz-results/<time>-<pid>/, linked"
                              " from var/fuzz-results/latest)")
+    parser.add_argument("--lanes", default=",".join(LANES),
+                        help=f"the lanes to run, comma-separated (default all: {','.join(LANES)})")
     parser.add_argument("--keep-tmp", action="store_true", help="keep the temporary database directory")
     parser.add_argument("-v", "--verbose", action="store_true", help="stream Schemathesis' output")
     args = parser.parse_args(argv)
+    lanes = {lane: LANES[lane] for lane in args.lanes.split(",") if lane} if args.lanes else LANES
+    if set(lanes) - set(LANES):
+        parser.error(f"unknown lane(s): {', '.join(sorted(set(lanes) - set(LANES)))}")
 
     started = time.monotonic()
-    results = results_dir(args.results_dir)
+    results = results_dir(args.results_dir, [*PEERS, *LANES])
     tmp = Path(tempfile.mkdtemp(prefix="warrant-fuzz-"))
     envs = {"operator": server_env(tmp / "operator")}
     print(f"databases and config: {tmp}\nresults: {results}", flush=True)
     prepared = prepare_database(envs["operator"], list(PEERS))
-    tokens, tools, sources = prepared["tokens"], prepared["tools"], prepared["tool_sources"]
-    # The admin pass rewrites policies, roles and grants: on a server of its own, it can run beside
-    # the operator pass and the peer isolation check without changing what they meet.
-    envs["admin"] = copy_server_env(envs["operator"], tmp / "admin")
-    print(f"demo loaded, operator2 created, tokens for {', '.join(tokens)} ({time.monotonic() - started:.0f}s)")
+    tokens, sessions = prepared["tokens"], prepared["sessions"]
+    credentials = {name: {"Authorization": f"Token {key}"} for name, key in tokens.items()} | {
+        name: {"Cookie": "; ".join(f"{cookie}={value}" for cookie, value in session["cookies"].items()),
+               "X-CSRFToken": session["csrf"]} for name, session in sessions.items()}
+    # The admin pass rewrites policies, roles and grants, the desk's decides approvals: each on a server
+    # of its own, they run beside the operator pass and the peer isolation check without changing what
+    # they meet.
+    for lane in lanes:
+        if lane != "operator":
+            envs[lane] = copy_server_env(envs["operator"], tmp / lane)
+    if "operator" not in lanes:
+        del envs["operator"]
+    print(f"demo loaded, operator2 created, tokens for {', '.join(tokens)}, sessions for {', '.join(sessions)},"
+          f" {len(prepared['review_items'])} review items and {len(prepared['approvals'])} approvals for the desk"
+          f" ({time.monotonic() - started:.0f}s)")
 
     servers: dict[str, Server] = {}
     outcome: dict = {}
     try:
-        for persona, env in envs.items():
-            (results / persona).mkdir(parents=True, exist_ok=True)
-            servers[persona] = Server(env, results / persona, free_port())
-        for persona, server in servers.items():
+        for lane, env in envs.items():
+            (results / lane).mkdir(parents=True, exist_ok=True)
+            servers[lane] = Server(env, results / lane, free_port())
+        for lane, server in servers.items():
             server.wait_ready()
-            print(f"gunicorn for {persona} serving on {server.base}", flush=True)
-        lanes = [threading.Thread(target=_lane, daemon=True, kwargs=dict(
-            persona=persona, peers=PEERS[persona], base=servers[persona].base, tokens=tokens, tools=tools,
-            tool_sources=sources, forbidden=[tuple(row) for row in prepared["forbidden"][persona]], tmp=tmp,
-            results=results, args=args, outcome=outcome)) for persona in PEERS]
-        for lane in lanes:
-            lane.start()
-        for lane in lanes:
-            lane.join()
+            print(f"gunicorn for {lane} serving on {server.base}", flush=True)
+        threads = [threading.Thread(target=_lane, daemon=True, kwargs=dict(
+            personas=personas, base=servers[lane].base, prepared=prepared, credentials=credentials, tmp=tmp,
+            results=results, args=args, outcome=outcome)) for lane, personas in lanes.items()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
     finally:
         stop_all()
         for server in servers.values():
@@ -165,11 +206,13 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep_tmp:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    passes = [outcome[persona] for persona in PEERS if persona in outcome]
+    expected = [persona for personas in lanes.values() for persona in personas]
+    passes = [outcome[persona] for persona in expected if persona in outcome]
     for summary in passes:
         print()
         print_pass(summary)
-    peer_checks, peer_failures = outcome.get("peer isolation", (0, ["peer isolation did not run"]))
+    peer_checks, peer_failures = outcome.get("peer isolation", (0, ["peer isolation did not run"] if "operator" in lanes
+                                                                else []))
     print(f"\n=== peer isolation (operator's objects, operator2's token): {peer_checks} checks,"
           f" {len(peer_failures)} failures ===")
     for failure in peer_failures:
@@ -177,10 +220,10 @@ def main(argv: list[str] | None = None) -> int:
 
     per_persona: Counter = Counter()
     server_errors: list[str] = []
-    for persona, server in servers.items():
-        requests, errors = server_census(server.access_log, tokens)
+    for lane, server in servers.items():
+        requests, errors = server_census(server.access_log, credentials)
         per_persona.update(requests)
-        server_errors += [f"{line} ({persona}'s server)" for line in errors]
+        server_errors += [f"{line} ({lane}'s server)" for line in errors]
     print("\n=== summary ===")
     print("requests served: " + ", ".join(f"{name} {count}" for name, count in per_persona.most_common()))
     print("operations tested: " + ", ".join(f"{p['persona']} {p.get('operations_tested', 0)}" for p in passes))
@@ -197,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in sorted(set(server_errors))[:20]:
         print(f"    {line}")
     if server_errors:
-        print(f"    tracebacks: {results}/<persona>/server-output.log")
+        print(f"    tracebacks: {results}/<lane>/server-output.log")
     print(f"peer isolation failures: {len(peer_failures)}")
     print(f"reports: {results}")
     print(f"total time: {time.monotonic() - started:.0f}s")
@@ -205,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = (
         all(p.get("exit_code") == 0 and not p.get("missing_report") and not p.get("failures") and not p.get("errors")
             for p in passes)
-        and len(passes) == 2
+        and len(passes) == len(expected)
         and not server_errors
         and not peer_failures
     )

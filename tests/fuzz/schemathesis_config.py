@@ -5,16 +5,20 @@ Each setting says why it is there:
   - the names of demo objects (agent, tools, roles, model profile, a SKILL.md) for body fields
     that must name an existing object, and of the tool sources for their paths; negative cases
     still get schema-violating values;
-  - the persona's token, and its peers' for the object_level_authorization check (a WFC auth file);
+  - the persona's credentials (a token, or a signed-in session's cookie and CSRF token), and its
+    peers' for the object_level_authorization check (a WFC auth file);
   - no revoking of the pass's own token, and no use_after_free for a retired skill, which stays
     readable and editable by design;
-  - only a few cases for an operation the role matrix refuses the persona (FORBIDDEN_SECTION).
+  - only a few cases for an operation the role matrix refuses the persona (FORBIDDEN_SECTION);
+  - for the desk's passes, the review items and approvals the database holds, and what a standing
+    approval must state (DESK_SECTION).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,13 +100,6 @@ parameters = {{ "path.name" = {{ dictionary = "tool_sources" }} }}
 include-name = "PATCH /api/v1/skills/{{name}}/"
 parameters = {{ "path.name" = "incident-summary", "body.source" = {{ dictionary = "incident_summary" }} }}
 
-# A pass authenticates with one token: revoking it (DELETE tokens/{{public_id}}/, which lists and
-# finds it) would turn the rest of the pass, and the peer isolation after it, into 401s.
-# Revocation is tested in tests/api/test_token_auth.py.
-[[operations]]
-include-name = "DELETE /api/v1/tokens/{{public_id}}/"
-enabled = false
-
 # DELETE retires a skill by design (skills/api.py: "status becomes retired ... while the row
 # (and the versions receipts name) stays readable"): reading it afterwards is not a use after free.
 [[operations]]
@@ -113,6 +110,67 @@ checks.use_after_free.enabled = false
 # found by the stateful phase on 2026-12-02).
 [[operations]]
 include-name = "PATCH /api/v1/skills/{{name}}/"
+checks.use_after_free.enabled = false
+"""
+
+# A pass that authenticates with one token must not revoke it (DELETE tokens/{public_id}/, which lists and
+# finds it): the rest of the pass, and the peer isolation after it, would be 401s. A signed-in pass revokes
+# what it issued (tests/api/test_token_auth.py tests revocation itself).
+OWN_TOKEN_SECTION = """
+[[operations]]
+include-name = "DELETE /api/v1/tokens/{public_id}/"
+enabled = false
+"""
+
+# Fuzzing cases of the desk's writes whose valid bodies the generator seldom meets (a record's fields for
+# its kind): they are what the desk's passes are for, and each pass has a handful of operations.
+DESK_EXAMPLES = 40
+
+# The desk's passes (tests/fuzz/run_schemathesis.py) act on objects made for them (tests/fuzz/live_server.py):
+# a generated id names none of them, and a record or a decision needs one. Reads take any of them; the
+# writes one each, fixed (the coverage phase does not draw from dictionaries): records go to the first
+# review item (a finding may always be written, a follow-up answers it), the first approval is approved
+# and the second denied (once decided, 409).
+DESK_SECTION = """
+[dictionaries.review_items]
+values = {review_items}
+
+[dictionaries.approvals]
+values = {approvals}
+
+[[operations]]
+include-name = "GET /api/v1/review/items/{{item_id}}/"
+parameters = {{ "path.item_id" = {{ dictionary = "review_items" }} }}
+
+[[operations]]
+include-name = "POST /api/v1/review/items/{{item_id}}/records/"
+parameters = {{ "path.item_id" = {review_item} }}
+generation.max-examples = {desk_examples}
+
+[[operations]]
+include-name = "GET /api/v1/approvals/{{approval_id}}/"
+parameters = {{ "path.approval_id" = {{ dictionary = "approvals" }} }}
+
+[[operations]]
+include-name = "POST /api/v1/approvals/{{approval_id}}/approve/"
+parameters = {{ "path.approval_id" = {approve} }}
+
+[[operations]]
+include-name = "POST /api/v1/approvals/{{approval_id}}/deny/"
+parameters = {{ "path.approval_id" = {deny} }}
+
+# A standing approval's pattern must state every argument its tool requires, and no schema can say
+# which those are: the demo's send_email (to, subject, body), which secops approves; and it expires
+# within 30 days from now, which a schema cannot say either (a generated date is past or too far).
+[[operations]]
+include-name = "POST /api/v1/standing-approvals/"
+parameters = {{ "body.tool" = "send_email", "body.role" = "secops", "body.expires_at" = "{expires_at}", "body.arguments" = {{ to = {{ equals = "dana@example.com" }}, subject = {{ equals = "Hi" }}, body = {{ in = ["Hello", "Hi"] }} }} }}
+generation.max-examples = {desk_examples}
+
+# A revoked token stays listed and readable, revoked (governance/tokens_api.py): reading it after its
+# DELETE is not a use after free.
+[[operations]]
+include-name = "GET /api/v1/tokens/{{public_id}}/"
 checks.use_after_free.enabled = false
 """
 
@@ -149,16 +207,24 @@ def _name_pattern(method: str, route: str) -> str:
     return f"^{method} {path}$"
 
 
-def write_config(*, persona: str, peers: list[str], tokens: dict[str, str], tools: list[str],
+def only_pattern(operations: list[tuple[str, str]]) -> str:
+    """One regular expression for Schemathesis' names of these operations (rows as the role matrix names them)."""
+    return "|".join(f"({_name_pattern(method, route)})" for method, route in operations)
+
+
+def write_config(*, persona: str, peers: list[str], credentials: dict[str, dict[str, str]], tools: list[str],
                  tool_sources: list[str], few_cases: list[tuple[str, str]], max_examples: int,
-                 stateful_examples: int, directory: Path) -> Path:
+                 stateful_examples: int, directory: Path, desk: dict[str, list[str]] | None = None) -> Path:
     """Write the persona's WFC auth file and Schemathesis config into `directory`; the config's path.
 
-    `few_cases`: the operations (method, route as the role matrix names them) that get only a few cases."""
+    `credentials`: each identity's headers. `few_cases`: the operations (method, route as the role matrix
+    names them) that get only a few cases. `desk`: for a desk pass, the review items and approvals the database
+    holds."""
     wfc = directory / f"auth-{persona}.json"
     names = [persona, *[peer for peer in peers if peer != persona]]
     wfc.write_text(json.dumps({"auth": [
-        {"name": name, "fixedHeaders": [{"name": "Authorization", "value": f"Token {tokens[name]}"}]}
+        {"name": name, "fixedHeaders": [{"name": header, "value": value}
+                                        for header, value in credentials[name].items()]}
         for name in names
     ]}))
     config = directory / f"schemathesis-{persona}.toml"
@@ -168,6 +234,12 @@ def write_config(*, persona: str, peers: list[str], tokens: dict[str, str], tool
         wfc=wfc, user=persona, peers=f"peers = {json.dumps(peers)}" if len(peers) > 1 else "",
         tools=json.dumps(tools), tool_sources=json.dumps(tool_sources), new_skill=json.dumps(new_skill),
         incident_summary=json.dumps(incident_summary), max_examples=max_examples, stateful_examples=stateful_examples)
+        + (OWN_TOKEN_SECTION if "Authorization" in credentials[persona] else "")
+        + (DESK_SECTION.format(
+            review_items=json.dumps(desk["review_items"]), approvals=json.dumps(desk["approvals"]),
+            review_item=json.dumps(desk["review_items"][0]), approve=json.dumps(desk["approvals"][0]),
+            deny=json.dumps(desk["approvals"][-1]), desk_examples=DESK_EXAMPLES,
+            expires_at=(datetime.now(timezone.utc) + timedelta(days=7)).isoformat()) if desk else "")
         + "".join(FORBIDDEN_SECTION.format(pattern=json.dumps(_name_pattern(method, route)),
                                            examples=FORBIDDEN_EXAMPLES) for method, route in few_cases))
     return config

@@ -39,3 +39,15 @@ def test_it_keeps_an_empty_or_shapeless_refusal():
     assert not only_business_rules({})
     assert not only_business_rules(["no role named 'x'"])
     assert not only_business_rules({"role": []})
+
+
+def test_a_review_record_is_fitted_to_its_kind_keeping_what_fits():
+    from tests.fuzz.rules import fit_review_record
+
+    assert fit_review_record({"record_kind": "finding", "note": "x"}) == {"record_kind": "finding", "note": "x",
+                                                                          "severity": "low"}
+    assert fit_review_record({"record_kind": "sign_off", "severity": "high", "follows": "id", "resolves": True}) == {
+        "record_kind": "sign_off"}
+    fitted = fit_review_record({"record_kind": "follow_up", "severity": "low", "note": " ", "follows": "id",
+                                "resolves": True})
+    assert fitted == {"record_kind": "follow_up", "note": "Seen by the fuzz. ", "resolves": True}
