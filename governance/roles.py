@@ -17,8 +17,10 @@ from core.accounts import account_set_up_by, accounts_set_up_by  # noqa: F401 (r
 from core.api_errors import Conflict, DomainError
 from governance.models import Policy
 
-# A role's name: words of letters, digits and . @ + - _, single spaces between them.
-ROLE_NAME_PATTERN = r"^[\w.@+-]+( [\w.@+-]+)*$"
+# A role's name: words of letters, digits and . @ + - _, single spaces between them. ASCII, spelt
+# out: Python's \w takes any letter ("ª", "é"), the schema's (ECMA-262) only ASCII ones, and the
+# API must refuse what the schema it publishes refuses.
+ROLE_NAME_PATTERN = r"^[A-Za-z0-9_.@+-]+( [A-Za-z0-9_.@+-]+)*$"
 ROLE_NAME_RULE = "Use letters, digits, single spaces and . @ + - _ only."
 
 # Who counts: active accounts only, since an inactive one cannot sign in to decide.

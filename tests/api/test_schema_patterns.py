@@ -43,6 +43,14 @@ def test_a_role_name_with_spaces_around_it_is_refused_not_trimmed(admin, name):
     assert not Group.objects.filter(name="auditors").exists()
 
 
+@pytest.mark.parametrize("name", ["ª", "équipe", "auditors²"])
+def test_a_role_name_outside_the_schemas_ascii_letters_is_refused(admin, name):
+    """The schema's pattern is read as ECMA-262, whose \\w is ASCII: a fuzz run found "ª" created."""
+    response = admin.post("/api/v1/roles/", {"name": name}, format="json")
+    assert response.status_code == 400, response.json()
+    assert not Group.objects.filter(name=name).exists()
+
+
 @pytest.mark.parametrize("name", ["", "   "])
 def test_a_blank_name_is_called_blank(admin, name):
     response = admin.post("/api/v1/roles/", {"name": name}, format="json")
