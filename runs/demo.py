@@ -87,7 +87,7 @@ def demo_load(*, skills_dir: Path | None = None) -> dict:
         tool, _ = Tool.objects.update_or_create(name=definition["name"], defaults={
             k: definition[k] for k in ("description", "input_schema", "side_effect", "handler")})
         if definition["name"] in TRUSTED_OUTPUT and not TrustChange.objects.filter(
-                subject=TrustChange.Subject.TOOL, name=definition["name"]).exists():
+                kind=TrustChange.Kind.TRUST, subject=TrustChange.Subject.TOOL, name=definition["name"]).exists():
             # The demo's deliberate marks (agents.demo_data says why), recorded like an admin's;
             # set once, so a reload never undoes a governance admin's later change.
             tool = tool_trust(tool=tool, trusted=True, user=None, platform=True,
