@@ -107,7 +107,9 @@ def test_redis_flushall_while_runs_are_queued_and_running(cluster, fault_agent, 
     assert queued_messages >= 1, "nothing in the broker to lose"
     cluster.redis.flushall()
     REPORT.fault(scenario)
-    assert cluster.redis.client().dbsize() == 0
+    # The queued messages are gone. (Not every key: a live worker writes its own, such as kombu's
+    # bindings and unacked, again within moments of the flush.)
+    assert cluster.redis.client().llen("celery") == 0
     _wait_succeeded(cluster, runs, timeout=90)
     check_invariants(scenario)
     for i, run in enumerate(runs):
