@@ -80,7 +80,7 @@ def run_tools(state: RunState, snapshot: dict, deps: Deps, events: list, *, run_
         state.tool_uses[call["name"]] = state.tool_uses.get(call["name"], 0) + 1
         _record(state, events, call, envelope, duration_ms=int((deps.now() - started) * 1000),
                 approval_id=approval_id, trusted=bool(tools[call["name"]].get("trusted", False)),
-                standing_approval_id=standing_id)
+                standing_approval_id=standing_id, approval=_frozen_approval(tools[call["name"]]))
         if (taint := _read_untrusted(state, call, tools[call["name"]], envelope)) is not None:
             events.append(("tainted", taint))
     return Continue()
@@ -163,9 +163,18 @@ def _read_untrusted(state: RunState, call: dict, tool: dict, envelope: dict) -> 
     return state.taint(f"result of {call['name']}", found)
 
 
+def _frozen_approval(tool: dict) -> dict | None:
+    """The approval the run's frozen snapshot gave the tool, by role name, for the signed trace: an
+    offline verifier compares it across runs with the sealed approval changes (warrant_verify.approvals).
+    None for a snapshot frozen before tools carried it."""
+    if "requires_approval" not in tool:
+        return None
+    return {"requires_approval": bool(tool["requires_approval"]), "approver_role": tool.get("approver_role") or None}
+
+
 def _record(state: RunState, events: list, call: dict, envelope: dict, *, duration_ms: int = 0,
             approval_id: str | None = None, count: bool = True, trusted: bool | None = None,
-            standing_approval_id: str | None = None) -> None:
+            standing_approval_id: str | None = None, approval: dict | None = None) -> None:
     state.pending.pop(0)
     if count:
         state.tool_calls += 1
@@ -175,6 +184,8 @@ def _record(state: RunState, events: list, call: dict, envelope: dict, *, durati
         entry["standing_approval_id"] = standing_approval_id
     state.tool_log.append(entry)
     extra = {} if trusted is None else {"source_trusted": trusted}  # the mark it was read under, in the signed trace
+    if approval is not None:  # and the approval it ran under
+        extra["approval"] = approval
     events.append(("tool_call", entry | {"call_id": call["id"], "arguments": call["arguments"], "result": envelope}
                    | extra))
     state.messages.append({"role": "tool", "tool_call_id": call["id"], "name": call["name"],

@@ -4,6 +4,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from .approvals import Seen, approval_problem, called_problem, parse_time, sealed_changes, verify_approval_history
 from .archive import BUNDLE_FILES
 from .chain import (Failure, is_hex64, is_int, parse_jsonl, retired_bound_problem, verify_checkpoints,
                     verify_receipts, verify_traces)
@@ -65,7 +66,7 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
     complete = isinstance(manifest, dict) and isinstance(manifest.get("period"), dict) \
         and manifest["period"].get("to") is None
     span, bodies = _receipts(files, chain, keys, workers, complete, report)
-    trusted_reads = _events(files, bodies, workers, report)
+    trusted_reads, seen = _events(files, bodies, workers, report)
     _approvals(files, bodies, report)
     _runs(files, bodies, report)
     found, note, reviews = verify_review_file(files.get(REVIEW_FILE), keys=keys, receipts=files.get("receipts.jsonl"),
@@ -76,6 +77,7 @@ def verify_bundle(files: dict[str, bytes], *, trusted: dict | None = None, trust
                                            section=manifest.get("trust") if isinstance(manifest, dict) else None)
     report.failures.extend(found)
     report.notes.append(note)
+    report.failures.extend(verify_approval_history(seen, sealed_changes(files.get(TRUST_FILE))))
     _jsonl_only(files, "policies.jsonl", report)
     hash_at = dict(span.hashes)
     if is_hex64(chain.get("start_prev_hash")) and span.first_seq > 1:
@@ -268,23 +270,54 @@ def _receipts(files, chain: dict, keys: dict, workers: int, complete: bool, repo
     return span, bodies
 
 
-def _events(files, bodies, workers: int, report: Report) -> list[tuple[str, str]]:
-    """The traces against their receipts; (where, tool) of each tool result read as trusted, for the trust chain."""
+def _events(files, bodies, workers: int, report: Report) -> tuple[list[tuple[str, str]], list[Seen]]:
+    """The traces against their receipts; (where, tool) of each tool result read as trusted, for the
+    trust chain, and the approval each call that ran was under (warrant_verify.approvals)."""
     rows, bad = parse_jsonl(files.get("events.jsonl", b""), "events.jsonl")
     report.failures.extend(bad)
     by_run: dict[str, list[dict]] = {}
-    trusted_reads = []
+    trusted_reads, called, frozen = [], [], {}
     for _, row in rows:
         by_run.setdefault(str(row.get("run_id")), []).append(row)
         data = row.get("data") if isinstance(row, dict) else None
-        if row.get("kind") == "tool_call" and isinstance(data, dict) and data.get("source_trusted") is True \
-                and isinstance(data.get("name"), str):
-            trusted_reads.append((f"run {row.get('run_id')} event {row.get('seq')}", data["name"]))
+        if not isinstance(data, dict):
+            continue
+        if row.get("kind") == "run_created" and "frozen_at" in data:
+            frozen[str(row.get("run_id"))] = data["frozen_at"]
+        if row.get("kind") != "tool_call" or not isinstance(data.get("name"), str):
+            continue
+        where = f"run {row.get('run_id')} event {row.get('seq')}"
+        if data.get("source_trusted") is True:
+            trusted_reads.append((where, data["name"]))
+        if "approval" in data:  # recorded since the offline approval check; older events carry none
+            if problem := approval_problem(data["approval"]) or called_problem(data):
+                report.fail("events.jsonl", where, problem)
+            else:
+                called.append(row)
     # A receipt from before signing sealed no trace (legacy.py): there is nothing to hold its events to.
     runs = [(by_run.get(run_id, []), {"run_id": body.get("run_id"), "trace": body.get("trace")})
             for run_id, (_, body) in bodies.items() if not is_legacy_body(body)]
     report.failures.extend(verify_traces(runs, workers=workers))
-    return trusted_reads
+    return trusted_reads, _seen(called, bodies, frozen, report)
+
+
+def _seen(called: list[dict], bodies, frozen: dict, report: Report) -> list[Seen]:
+    """Each call's approval dated by its run's freeze (or, in older traces, its receipt's started_at)."""
+    seen = []
+    for row in called:
+        run_id = str(row.get("run_id"))
+        where, body = bodies.get(run_id, ("", {}))
+        at = parse_time(frozen.get(run_id, body.get("started_at")))
+        if at is None:
+            if run_id in frozen:
+                report.fail("events.jsonl", f"run {run_id}", "its run_created event's frozen_at is not a time")
+            continue  # no receipt in the bundle, or one from before started_at: nothing to order it by
+        seq = where.removeprefix("seq ")
+        seen.append(Seen(at=at, order=(int(seq) if seq.isdigit() else 0, row.get("seq") if is_int(row.get("seq"))
+                                       else 0), run_id=run_id, event=row.get("seq"), tool=row["data"]["name"],
+                         requires_approval=row["data"]["approval"]["requires_approval"],
+                         approver_role=row["data"]["approval"]["approver_role"]))
+    return seen
 
 
 def _approvals(files, bodies, report: Report) -> None:

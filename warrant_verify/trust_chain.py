@@ -16,7 +16,9 @@ DBA could mark a source trusted, let runs read it untainted, mark it back and de
 the gap in seq, the witness's checkpoints and the signed extent in an evidence bundle each show it.
 
 What the chain does not hold is a tool's approval as it stands: a requires_approval lifted by an
-UPDATE, with no record at all, leaves the chain intact (SECURITY.md says where that shows).
+UPDATE, with no record at all, leaves the chain intact. The signed traces say what approval each
+call ran under, and warrant_verify.approvals holds their changes from run to run to the chain
+(SECURITY.md says what that covers).
 """
 
 from . import jcs
