@@ -60,6 +60,12 @@ class ToolSourceAdmin(admin.ModelAdmin):
     def tool_count(self, source):
         return source.tools.count()
 
+    def has_delete_permission(self, request, obj=None):
+        # Its tools go with it (cascade), and the next sync brings them back new: disabled, but with the
+        # defaults instead of the approval an admin set, which only two governance admins loosen. Runs'
+        # snapshots and receipts name it too. A source is retired by disabling it.
+        return False
+
     def get_readonly_fields(self, request, obj=None):
         # The name prefixes its tools' names and the kind decides how they are called: fixed once saved.
         fixed = ["name", "kind"] if obj else []
@@ -132,11 +138,19 @@ class ToolAdmin(admin.ModelAdmin):
         # A built-in's handler is code the server imports and calls: set by the code that installs
         # the tool (load_demo), never typed in here (it is outside WARRANT_PYTHON_TOOL_MODULES).
         # A declared side effect and a discovered tool's description are no person's to change (tool_fixed_fields).
+        # A saved tool's name is fixed: policies, skills, caps and golden cases name it, so a renamed tool
+        # would slip out from under them (the API renames none).
         fixed = tool_fixed_fields(obj) if obj is not None else []
         if obj is not None and obj.tool_source_id:
             return self.readonly_fields + ["name", "input_schema", "handler", "trusted_output"] + fixed
-        return (self.readonly_fields + ["handler"] + fixed
+        return (self.readonly_fields + ["handler"] + (["name"] if obj is not None else []) + fixed
                 + ([] if is_governance_admin(request.user) else ["trusted_output"]))
+
+    def has_delete_permission(self, request, obj=None):
+        # Deleted and added again (or synced again), a tool would be back without the approval an admin
+        # set, a loosening that takes two governance admins. Runs' snapshots and receipts name it too.
+        # A tool is retired by disabling it.
+        return False
 
     def save_model(self, request, obj, form, change):
         marked = "trusted_output" in form.changed_data
@@ -320,6 +334,12 @@ class AgentAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "model_profile", "published_version"]
     filter_horizontal = ["tools"]
     actions = ["publish"]
+
+    def has_delete_permission(self, request, obj=None):
+        # It would leave the scope of every policy naming it (the m2m rows go), a policy change past the
+        # gate and the history, and one made again under its slug is no longer in that scope. Runs point
+        # at a published one, and the API deletes no agent either.
+        return False
 
     @admin.display(description="published version")
     def published_version(self, agent):

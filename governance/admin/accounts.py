@@ -50,10 +50,17 @@ admin.site.unregister(get_user_model())
 class AccountAdmin(UserAdmin):
     """Django's user admin, except that no one sets another user's password here, superusers
     included: that would let them sign in, and approve, as that user. A forgotten password is
-    reset from the server's shell (`manage.py changepassword USERNAME`), by an operator."""
+    reset from the server's shell (`manage.py changepassword USERNAME`), by an operator. Nor is an
+    account deleted here: it is made inactive."""
 
     def user_change_password(self, request, id, form_url=""):
         if str(request.user.pk) != str(id):
             raise PermissionDenied("No one sets another user's password in the workbench; "
                                    "a server operator resets it with manage.py changepassword.")
         return super().user_change_password(request, id, form_url)
+
+    def has_delete_permission(self, request, obj=None):
+        # The admin log goes with a deleted account (cascade), and core.four_eyes reads who set up whose
+        # account from it: deleting a go-between would turn the account it made into a second admin.
+        # An account is retired by unticking "active".
+        return False
