@@ -53,14 +53,16 @@ def check_second_admin(user, *, what: str, parties: list[tuple[object, str]], de
 
 
 def check_fresh(asked_at, *, what: str, details: dict | None = None) -> None:
-    """Refuse to confirm what was asked for more than WARRANT["SECOND_ADMIN_WINDOW_HOURS"] ago: a request
+    """Refuse to confirm what was asked for WARRANT["SECOND_ADMIN_WINDOW_HOURS"] or more ago: a request
     left lying is not a standing licence for whoever comes by later; it is asked for again."""
-    hours = settings.WARRANT["SECOND_ADMIN_WINDOW_HOURS"]
-    if asked_at is not None and timezone.now() - asked_at > timedelta(hours=hours):
-        raise RequestExpired(f"{what} was asked for more than {hours:g} hours ago and can no longer be confirmed; "
+    if asked_at is not None and not is_fresh(asked_at):
+        hours = settings.WARRANT["SECOND_ADMIN_WINDOW_HOURS"]
+        raise RequestExpired(f"{what} was asked for {hours:g} hours ago or more and can no longer be confirmed; "
                              f"ask for it again", details=details or {})
 
 
-def is_fresh(asked_at) -> bool:
-    return asked_at is not None and timezone.now() - asked_at <= timedelta(
-        hours=settings.WARRANT["SECOND_ADMIN_WINDOW_HOURS"])
+def is_fresh(asked_at, *, now=None) -> bool:
+    """Whether a request made at `asked_at` may still be confirmed: until the window's end, not at it,
+    the rule a trust proposal's expires_at follows too (agents.trust_models.TrustProposal.state)."""
+    window = timedelta(hours=settings.WARRANT["SECOND_ADMIN_WINDOW_HOURS"])
+    return asked_at is not None and (now or timezone.now()) < asked_at + window
