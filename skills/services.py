@@ -19,7 +19,7 @@ from django.utils import timezone
 from core.api_errors import Conflict, Forbidden
 from core.permissions import is_governance_admin
 from skills.gate import (ACTIVATE, EmergencyPending, NoEmergencyRequest, SkillGateFailed, gate_failed,  # noqa: F401
-                         register_activation_gate, removal_action, run_gate, through_gate)
+                         platform_removal, register_activation_gate, removal_action, run_gate, through_gate)
 from skills.models import Skill, SkillVersion
 from skills.parser import ParsedSkill, SkillFormatError, parse_skill_md
 
@@ -162,6 +162,21 @@ def skill_import_report(*, text: str, user=None, status: str | None = None, emer
         # Another importer created the same name between our read and our insert; the row
         # exists now, so the second attempt takes the update path under the row lock.
         return _import(parsed=parsed, text=text, user=user, status=status, **request)
+
+
+def skill_import_by_platform(*, text: str, emergency_reason: str = "", via: str) -> tuple[Skill, str, str]:
+    """The platform's import of a file (manage.py import_skills): (the skill, what happened, the
+    emergency mark or ""). It puts nothing in force; new text for an active skill takes the version in
+    force out of force, so it passes the removal gate first (skills.gate.platform_removal: past a failing
+    set only with `emergency_reason`, marked with it and `via`). Refused, SkillGateFailed, nothing written."""
+    parsed = parse_skill_md(text)
+    existing = Skill.objects.filter(name=parsed.name).first()
+    if existing is None or existing.status != S.ACTIVE or existing.sha256 == parsed.sha256:
+        return (*skill_import_report(text=text), "")
+    gate = platform_removal(skill=existing, reason=emergency_reason, via=via)
+    # Under the row's lock, a refusal if the version the gate ran without is no longer the one in force.
+    skill, outcome = _import(parsed=parsed, text=text, user=None, status=None, gate=gate, removes=existing.sha256)
+    return skill, outcome, gate[1]
 
 
 def skill_export(*, skill: Skill) -> str:

@@ -19,11 +19,10 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from core.api_errors import Conflict
-from skills.gate import MIN_REASON_CHARS, SkillGateFailed, platform_removal
+from skills.gate import MIN_REASON_CHARS, SkillGateFailed
 from skills.models import Skill
 from skills.parser import SkillFormatError, parse_skill_md
-from skills.services import _import as import_version
-from skills.services import skill_import_report
+from skills.services import skill_import_by_platform
 
 DEFAULT_LIBRARY = Path(__file__).resolve().parents[2] / "library"
 
@@ -75,21 +74,13 @@ class Command(BaseCommand):
 
 
 def _import_one(text: str, *, reason: str) -> tuple[Skill, str, str]:
-    """(the skill, what happened, the emergency mark or ""). New text for an active skill passes the
-    removal gate first; refused, a Conflict naming the cases it broke, and nothing is written."""
-    parsed = parse_skill_md(text)
-    existing = Skill.objects.filter(name=parsed.name).first()
-    if existing is None or existing.status != Skill.Status.ACTIVE or existing.sha256 == parsed.sha256:
-        return (*skill_import_report(text=text), "")
+    """(the skill, what happened, the emergency mark or ""); a Conflict naming the cases the removal
+    gate found broken when it refuses, and nothing is written."""
     try:
-        gate = platform_removal(skill=existing, reason=reason, via=f"manage.py import_skills, OS user {_os_user()}")
+        return skill_import_by_platform(text=text, emergency_reason=reason,
+                                        via=f"manage.py import_skills, OS user {_os_user()}")
     except SkillGateFailed as exc:
-        raise Conflict(_refusal(existing, exc)) from None
-    # Written as any import of new text is, with the gate on the history row and, under the row's lock,
-    # a refusal if the version the gate ran without is no longer the one in force.
-    skill, outcome = import_version(parsed=parsed, text=text, user=None, status=None, gate=gate,
-                                    removes=existing.sha256)
-    return skill, outcome, gate[1]
+        raise Conflict(_refusal(Skill.objects.get(name=parse_skill_md(text).name), exc)) from None
 
 
 def _refusal(skill: Skill, exc: SkillGateFailed) -> str:
