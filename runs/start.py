@@ -1,6 +1,7 @@
 """Starting a run: its governance frozen, its row and first event written, handed to a worker."""
 
 from django.db import transaction
+from django.utils import timezone
 
 from core.api_errors import Conflict, DomainError
 from runs import harness
@@ -35,6 +36,9 @@ def run_start(*, agent_slug: str, input_text: str, caller, governance_stamp: str
         raise InvalidRunRequest("input is required", details={"input": ["This field is required."]})
     if len(input_text) > MAX_INPUT_CHARS:
         raise InvalidRunRequest(f"input is longer than {MAX_INPUT_CHARS} characters", details={"input": ["too long"]})
+    # When the governance below held, in the signed trace: the offline approval check dates each run's
+    # view of its tools by it (warrant_verify.approvals). A kept freeze holds now too: its stamp is current.
+    frozen_at = timezone.now().isoformat(timespec="microseconds").replace("+00:00", "Z")
     governance, snapshot = governance_for(agent_slug=agent_slug, caller=caller, stamp=governance_stamp)
     if governance is None:
         raise InvalidRunRequest(f"there is no agent {agent_slug!r}", details={"agent": [f"unknown agent {agent_slug!r}"]})
@@ -52,7 +56,8 @@ def run_start(*, agent_slug: str, input_text: str, caller, governance_stamp: str
         )
         events = [(0, "run_created", {
             "agent": governance.agent.slug, "agent_version": snapshot["agent"]["version"], "caller": snapshot["caller"],
-            "policy_snapshot_sha256": run.policy_snapshot_sha256} | ({"origin": origin} if origin is not None else {}))]
+            "policy_snapshot_sha256": run.policy_snapshot_sha256, "frozen_at": frozen_at}
+            | ({"origin": origin} if origin is not None else {}))]
         if worker:  # in-process: born claimed by the worker that advances it after the commit
             events.append(run_claim_new(run, worker))
         # The first events are chained before the row is inserted, so the row carries its tip

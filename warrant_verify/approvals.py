@@ -8,12 +8,12 @@ cleared) is one two governance admins confirmed, and so is sealed in trust.jsonl
 approval change of the tool, or, for a role alone, of its source. A requires_approval lifted with an
 UPDATE and no record shows here, in the traces of the runs on either side of it.
 
-A run's time is when its snapshot was frozen (`frozen_at` in its run_created event), else its
-receipt's started_at, which comes at or after the freeze: a run that waited in the queue across a
-change may be placed after a run frozen later. Sealed changes carry their time to the second, so the
-window between two runs is widened by one second each way. Events from before the field carry no
-approval and are not checked; a loosening no earlier run in the bundle saw the other side of leaves
-nothing to compare.
+A run's time is when its snapshot was frozen (`frozen_at` in its run_created event, runs.start),
+else (a run from before the field) its receipt's started_at, which comes at or after the freeze: such
+a run that waited in the queue across a change may be placed after a run frozen later. Sealed
+changes carry their time to the second, so the window between two runs is widened by one second
+each way. Events from before the field carry no approval and are not checked; a loosening no
+earlier run in the bundle saw the other side of leaves nothing to compare.
 """
 
 from dataclasses import dataclass

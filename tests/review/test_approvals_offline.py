@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 
 from agents.models import Agent, Tool
 from review.verification import review_verify_chain
-from runs import services, tool_batch
+from runs import services, start, tool_batch
 from runs.models import ApprovalRequest, Run, RunEvent
 from tests import factories
 from tests.review.test_trust_chain import _offline
@@ -25,13 +25,23 @@ pytestmark = pytest.mark.django_db(transaction=True)
 User = get_user_model()
 
 
-def _deleted() -> Run:
-    """A run that calls delete_account once; the call approved by secops' approver if it waits."""
+def _queued() -> Run:
+    """A run that will call delete_account once, frozen and left in the queue."""
     if not Agent.objects.filter(slug="replayer").exists():
         factories.replay_agent(Tool.objects.get(name="delete_account"))
     calls = [{"name": "delete_account", "arguments": {"account_id": "A-200"}}]
-    run, _ = services.run_start(agent_slug="replayer", input_text=json.dumps({"turns": [calls]}),
-                                caller=User.objects.get(username="operator"))
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(start, "claimed_here", lambda: None)
+        patched.setattr(start, "enqueue", lambda run_id, known=None: None)
+        run, _ = services.run_start(agent_slug="replayer", input_text=json.dumps({"turns": [calls]}),
+                                    caller=User.objects.get(username="operator"))
+    return run
+
+
+def _deleted(run: Run | None = None) -> Run:
+    """Run (or start and run) a call of delete_account, approved by secops' approver if it waits."""
+    run = run or _queued()
+    services.run_advance(run_id=run.id)
     for approval in ApprovalRequest.objects.filter(run=run, status="pending"):
         services.approval_decide(via="session", approval_id=approval.id, user=User.objects.get(username="approver"),
                                  approve=True)
@@ -69,6 +79,23 @@ def test_a_two_admin_loosening_between_the_runs_and_a_later_tightening_pass_offl
     _deleted()
     _gated("operators")  # tightened again, one step, not sealed: tighter later is no finding
     assert _called(_deleted()).data["approval"] == {"requires_approval": True, "approver_role": "operators"}
+    status, out = _offline(tmp_path)
+    assert status == 0, out
+
+
+def test_runs_are_ordered_by_when_their_governance_was_frozen_not_when_they_started(demo, tmp_path):
+    """A run frozen with delete_account ungated waits in the queue; a governance admin gates the tool
+    in one step, and a run frozen after that runs first. By start, the gated run comes first and the
+    waiting run looks like a loosening; by freeze (run_created's frozen_at) it is the tightening it was."""
+    waiting = _queued()
+    _gated("secops")
+    gated = _deleted()
+    waiting = _deleted(waiting)
+    assert waiting.started_at > gated.started_at
+    frozen = {run: parse_time(RunEvent.objects.get(run=run, kind="run_created").data["frozen_at"])
+              for run in (waiting, gated)}
+    assert frozen[waiting] < frozen[gated]
+    assert _called(waiting).data["approval"] == {"requires_approval": False, "approver_role": None}
     status, out = _offline(tmp_path)
     assert status == 0, out
 
