@@ -40,7 +40,10 @@ class _GovernanceAdminWrites(_GovernanceAdminReads):
         return is_governance_admin(request.user)
 
     def has_delete_permission(self, request, obj=None):
-        return is_governance_admin(request.user)
+        # Paused or disabled, never deleted (the API deletes neither): a trigger's fires, the refused
+        # ones and the deliveries it accepted once included, are the record of what came in and what it
+        # started, and a service account is named by the runs it started.
+        return False
 
 
 class TriggerForm(forms.ModelForm):

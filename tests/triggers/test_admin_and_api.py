@@ -131,3 +131,20 @@ def test_the_fire_history_is_read_in_the_workbench_and_never_written(demo, gover
     fire = trigger.fires.get()
     assert governance_admin.browser.post(f"/admin/triggers/triggerfire/{fire.pk}/delete/", {"post": "yes"}).status_code == 403
     assert trigger.fires.count() == 1
+
+
+def test_a_trigger_and_a_service_account_are_paused_or_disabled_in_the_workbench_never_deleted(demo, governance_admin):
+    # Deleting the trigger would take its fires with it (a cascade): the record of what came in.
+    trigger, secret = webhook()
+    assert deliver("helpdesk", secret, LIST, delivery="h1").status_code == 202
+    account = trigger.service_account
+    for url in (f"/admin/triggers/trigger/{trigger.pk}/delete/", f"/admin/triggers/serviceaccount/{account.pk}/delete/"):
+        assert governance_admin.browser.post(url, {"post": "yes"}).status_code == 403
+    for model, pk in (("trigger", trigger.pk), ("serviceaccount", account.pk)):
+        page = governance_admin.browser.get(f"/admin/triggers/{model}/")
+        assert page.status_code == 200 and b"delete_selected" not in page.content
+        bulk = governance_admin.browser.post(f"/admin/triggers/{model}/", {"action": "delete_selected",
+                                                                           "_selected_action": [pk], "post": "yes"})
+        assert bulk.status_code in (200, 302)
+    assert Trigger.objects.filter(pk=trigger.pk).exists() and trigger.fires.count() == 1
+    assert ServiceAccount.objects.filter(pk=account.pk).exists()
