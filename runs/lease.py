@@ -30,6 +30,7 @@ import os
 import signal
 import threading
 import time
+from collections import Counter
 from datetime import timedelta
 
 from django.conf import settings
@@ -39,7 +40,9 @@ from django.utils import timezone
 logger = logging.getLogger(__name__)
 
 _shutdown = threading.Event()
-_active = 0  # runs this process is advancing now (a pool process's SIGTERM handler asks)
+# The runs this process is advancing now, by id (a pool process's SIGTERM handler asks how many; the
+# reconciler asks whether a run whose lapsed lease names this process is still among them).
+_active: Counter = Counter()
 _active_lock = threading.Lock()
 
 
@@ -114,7 +117,12 @@ def shutting_down() -> bool:
 
 def advancing() -> int:
     """How many runs this process is advancing now."""
-    return _active
+    return _active.total()
+
+
+def advancing_here(run_id) -> bool:
+    """Whether this process is advancing the run now (inside a Heartbeat block)."""
+    return _active[str(run_id)] > 0
 
 
 def renew(run_id, worker: str) -> bool:
@@ -192,18 +200,18 @@ class Heartbeat:
         self.due = 0.0
 
     def __enter__(self) -> "Heartbeat":
-        global _active
         with _active_lock:
-            _active += 1
+            _active[str(self.run_id)] += 1
         if not transaction.get_connection().in_atomic_block:
             _renewer.add(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        global _active
         _renewer.discard(self)
         with _active_lock:
-            _active -= 1
+            _active[str(self.run_id)] -= 1
+            if _active[str(self.run_id)] <= 0:
+                del _active[str(self.run_id)]
 
 
 class _Renewer:

@@ -23,7 +23,8 @@ from runs.approvals import approval_escalate_due, approval_expire_due
 from runs.models import Run
 from runs.notify import remind_expiring
 from runs.notify_retry import retry_due
-from runs.queue import enqueue
+from runs.lease import advancing_here
+from runs.queue import embedded_worker_name, enqueue
 from runs.states import RunStatus
 from runs.witness import witness_catch_up
 
@@ -33,9 +34,11 @@ def run_reconcile(*, queued_grace_seconds: int | None = None, now=None) -> dict:
     `now`: the clock for the approval requests (tests move it; leases and the queue read the real one).
 
     A running run whose lease lapsed lost its worker (a live one renews it: runs.lease), unless
-    that worker is a process on this host that still runs (the embedded worker, whose step run
-    inside a caller's transaction has no heartbeat); a run queued for longer than the grace period may have lost its message (a broker
-    restart, a flush). Enqueueing either again is safe: the claim is compare-and-set, so a message
+    that worker is another process on this host that still runs (an embedded worker, whose step run
+    inside a caller's transaction has no heartbeat), or this process while it advances the run. So a
+    run this process claimed and then let go of without a checkpoint (its step raised a database
+    error, or its hand-on after the claiming write never ran) is taken up again. A run queued for
+    longer than the grace period may have lost its message (a broker restart, a flush). Enqueueing either again is safe: the claim is compare-and-set, so a message
     for a run someone owns is a no-op.
     """
     with _one_at_a_time() as ours:
@@ -55,7 +58,7 @@ def _reconcile(queued_grace_seconds: int | None, *, approvals_now=None) -> dict:
     reminded = remind_expiring(now)  # their approvers told once, before they expire
     notices = retry_due(now)  # notices that failed, sent again with backoff (runs.notify_retry)
     lapsed = Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now).values_list("id", "lease_owner")
-    lost = [run_id for run_id, owner in lapsed if not _runs_here(owner)]
+    lost = [run_id for run_id, owner in lapsed if _orphaned(run_id, owner)]
     # A broker whose queue is empty holds no message for any queued run: one queued for more than
     # a moment (its publish follows its commit by milliseconds) lost its message (a flush, a
     # restart); otherwise only a run queued past the grace period is assumed to have lost it.
@@ -113,6 +116,14 @@ def _one_at_a_time():
 
 
 _RECONCILE_LOCK = 0x57524543  # "WREC"
+
+
+def _orphaned(run_id, owner: str) -> bool:
+    """Whether a run whose lease lapsed has no worker left: its owner no longer runs on this host,
+    or is this very process and advances the run no more."""
+    if owner == embedded_worker_name():
+        return not advancing_here(run_id)
+    return not _runs_here(owner)
 
 
 def _runs_here(owner: str) -> bool:

@@ -56,3 +56,39 @@ def test_inside_an_open_transaction_the_run_is_queued_for_whoever_takes_it(demo)
         assert Run.objects.get(id=run.id).status == "queued" and _kinds(run) == ["run_created"]
     run.refresh_from_db()  # the hand-on ran once the outer block committed, and claimed it then
     assert run.status == "succeeded" and _kinds(run)[:2] == ["run_created", "claimed"]
+
+
+def _left_claimed(demo_run: Run) -> Run:
+    """A run this process claimed and then let go of without a checkpoint (its step raised a database
+    error, or its hand-on after the claiming write never ran): running, its lapsed lease ours."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from runs.harness import initial_state
+    from runs.queue import embedded_worker_name
+
+    return Run.objects.create(
+        agent=demo_run.agent, agent_version=demo_run.agent_version, caller=demo_run.caller,
+        caller_roles=demo_run.caller_roles, input="How healthy is Acme Corp?", snapshot=demo_run.snapshot,
+        policy_snapshot_sha256=demo_run.policy_snapshot_sha256, state=initial_state("How healthy is Acme Corp?"),
+        status="running", deliveries=1, lease_owner=embedded_worker_name(),
+        lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+
+def test_a_run_this_process_claimed_and_no_longer_advances_is_taken_up_by_the_reconciler(demo):
+    from runs.lease import Heartbeat
+    from runs.queue import embedded_worker_name
+    from runs.reconcile import run_reconcile
+
+    done, _ = services.run_start(agent_slug="crm-assistant", input_text="How healthy is Acme Corp?",
+                                 caller=User.objects.get(username="operator"))
+    left = _left_claimed(Run.objects.get(id=done.id))
+    # While a thread of this process advances it, the lapsed lease is not a lost one.
+    with Heartbeat(left.id, embedded_worker_name()):
+        assert run_reconcile(queued_grace_seconds=60)["lost_leases"] == 0
+    assert Run.objects.get(id=left.id).status == "running"
+    # Once none does, nobody would ever finish it: the reconciler takes it up (here, in-process).
+    assert run_reconcile(queued_grace_seconds=60)["lost_leases"] == 1
+    left.refresh_from_db()
+    assert left.status == "succeeded" and receipt_verify(receipt=left.receipt).valid

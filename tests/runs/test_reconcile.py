@@ -128,12 +128,13 @@ def test_looking_at_a_run_whose_step_died_changes_nothing_and_the_reconciler_tak
 
 def test_a_lapsed_lease_whose_embedded_worker_still_runs_here_is_left_to_it(demo, django_capture_on_commit_callbacks):
     """A step may outlast its lease when nothing bounds it (a slow model, long tools): the
-    reconciler does not take a run from a worker process on this host that still runs."""
+    reconciler does not take a run from another worker process on this host that still runs (this
+    pytest process's parent stands for it; this process's own runs are tests/runs/test_claim_in_write.py's)."""
     import os
     import socket
 
     run = _start("List all accounts.")
-    Run.objects.filter(id=run.id).update(status="running", lease_owner=f"{socket.gethostname()}:{os.getpid()}",
+    Run.objects.filter(id=run.id).update(status="running", lease_owner=f"{socket.gethostname()}:{os.getppid()}",
                                          lease_expires_at=timezone.now() - timedelta(seconds=1))
     with django_capture_on_commit_callbacks(execute=True) as published:
         assert services.run_reconcile()["lost_leases"] == 0
