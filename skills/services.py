@@ -155,13 +155,17 @@ def skill_import_report(*, text: str, user=None, status: str | None = None, emer
             if existing is not None:
                 return existing, HELD
             return _import(parsed=parsed, text=text, user=None, status=S.DRAFT)[0], HELD
-    request = {"gate": gate, "asked_by": asked_by, "bound": bound, "removes": removes}
+    return _written(parsed=parsed, text=text, user=user, status=status, gate=gate, asked_by=asked_by, bound=bound,
+                    removes=removes)
+
+
+def _written(**import_args) -> tuple[Skill, str]:
     try:
-        return _import(parsed=parsed, text=text, user=user, status=status, **request)
+        return _import(**import_args)
     except IntegrityError:
         # Another importer created the same name between our read and our insert; the row
         # exists now, so the second attempt takes the update path under the row lock.
-        return _import(parsed=parsed, text=text, user=user, status=status, **request)
+        return _import(**import_args)
 
 
 def skill_import_by_platform(*, text: str, emergency_reason: str = "", via: str) -> tuple[Skill, str, str]:
@@ -172,7 +176,9 @@ def skill_import_by_platform(*, text: str, emergency_reason: str = "", via: str)
     parsed = parse_skill_md(text)
     existing = Skill.objects.filter(name=parsed.name).first()
     if existing is None or existing.status != S.ACTIVE or existing.sha256 == parsed.sha256:
-        return (*skill_import_report(text=text), "")
+        # Nothing in force to take out (or the same text): refused under the row's lock if a person
+        # activated the skill since this read, as the new text would then take it out ungated.
+        return (*_written(parsed=parsed, text=text, user=None, status=None, none_in_force=True), "")
     gate = platform_removal(skill=existing, reason=emergency_reason, via=via)
     # Under the row's lock, a refusal if the version the gate ran without is no longer the one in force.
     skill, outcome = _import(parsed=parsed, text=text, user=None, status=None, gate=gate, removes=existing.sha256)
@@ -206,7 +212,11 @@ def _set_status(skill: Skill, to: str, user) -> None:
 
 
 def _import(*, parsed: ParsedSkill, text: str, user, status: str | None, gate=(None, ""),
-            asked_by=None, bound: tuple[str, str] | None = None, removes: str | None = None) -> tuple[Skill, str]:
+            asked_by=None, bound: tuple[str, str] | None = None, removes: str | None = None,
+            none_in_force: bool = False) -> tuple[Skill, str]:
+    """Write the import under the skill's row lock. `removes`: the version in force the caller's
+    removal gate ran without; `none_in_force`: the caller found no version in force and ran no removal
+    gate. Either is checked again under the lock, and a skill that changed since is SkillChanged."""
     with transaction.atomic():
         skill = Skill.objects.select_for_update().filter(name=parsed.name).first()
         if skill is None:
@@ -231,6 +241,10 @@ def _import(*, parsed: ParsedSkill, text: str, user, status: str | None, gate=(N
             raise SkillChanged(f"skill {skill.name!r} changed while its gate ran; try again",
                                details={"skill": skill.name, "status": skill.status})
         text_changed = skill.sha256 != parsed.sha256
+        if none_in_force and text_changed and skill.status == S.ACTIVE:
+            # A version went into force after the caller looked: new text would take it out ungated.
+            raise SkillChanged(f"skill {skill.name!r} was activated while it was imported; try again",
+                               details={"skill": skill.name, "status": skill.status})
         if text_changed:
             skill.version = max(skill.version + 1, parsed.version or 0)
             _apply(skill, parsed=parsed, text=text, user=user)

@@ -8,7 +8,8 @@ when it is approved name the command and the operating-system user who ran it, a
 does for the tokens it issues.
 """
 
-import getpass
+import os
+import pwd
 
 import pytest
 
@@ -21,14 +22,17 @@ from tests.evals.cli import run_evals_cli
 pytestmark = pytest.mark.django_db(transaction=True)  # the command closes the connection, as a shell's would
 
 
-def test_a_recording_proposed_from_the_shell_names_the_os_user_who_ran_it(demo):
+def test_a_recording_proposed_from_the_shell_names_the_os_user_who_ran_it(demo, monkeypatch):
+    # The name comes from the process's uid, not from the environment the shell's user sets.
+    monkeypatch.setenv("USER", "someone-else")
+    monkeypatch.setenv("LOGNAME", "someone-else")
     golden_load()
     GoldenCase.objects.filter(name="list-accounts").update(recordings=[])
     named = factories.governance_admin()
     assert run_evals_cli("--record", "--agent", "crm-assistant", "--case", "list-accounts", "--by",
                          named.username) == 0
     proposal = GoldenCaseProposal.objects.get(case_name="list-accounts")
-    said = f"manage.py run_evals --record (OS user {getpass.getuser()})"
+    said = f"manage.py run_evals --record (OS user {pwd.getpwuid(os.getuid()).pw_name})"
     assert proposal.proposed_by == named and proposal.note == said
 
     proposals.approve(proposal, user=factories.governance_admin())

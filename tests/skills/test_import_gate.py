@@ -109,3 +109,19 @@ def test_what_takes_nothing_out_of_force_runs_no_gate(constraining, tmp_path):
     Skill.objects.filter(pk=constraining.pk).update(status=Skill.Status.RETIRED)
     assert "updated   accounts-without-tools v2" in _command(_file(tmp_path, NEW_TEXT))
     assert EvalRun.objects.count() == runs
+
+
+def test_a_skill_activated_after_the_import_looked_is_not_taken_out_of_force_ungated(constraining):
+    """The command reads the skill without a lock to decide whether new text needs the removal gate; a
+    person may activate it before the write. The write checks again under the row's lock (the race
+    itself cannot be timed from a test: this is the check the write makes, with what the read saw)."""
+    from skills.parser import parse_skill_md
+    from skills.services import SkillChanged, _written
+
+    assert constraining.status == Skill.Status.ACTIVE
+    versions = SkillVersion.objects.count()
+    with pytest.raises(SkillChanged, match="activated while it was imported"):
+        _written(parsed=parse_skill_md(NEW_TEXT), text=NEW_TEXT, user=None, status=None, none_in_force=True)
+    constraining.refresh_from_db()
+    assert constraining.status == Skill.Status.ACTIVE and constraining.sha256 != parse_skill_md(NEW_TEXT).sha256
+    assert SkillVersion.objects.count() == versions

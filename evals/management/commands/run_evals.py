@@ -3,13 +3,13 @@ With --record --by USERNAME, record the cases instead, each a proposal of that g
 another approves (evals.proposals): exit 0 when every one was proposed, 1 when one was refused. The
 command cannot authenticate --by, so each proposal also names the OS user who ran it."""
 
-import getpass
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from core.api_errors import DomainError
 from core.permissions import is_governance_admin
+from core.shell import os_user
 from evals.proposals import propose_record
 from evals.runner import InvalidEvalRequest, cases_for, check_request, run_evals
 
@@ -73,7 +73,9 @@ class Command(BaseCommand):
             if missing := sorted(set(names) - {c.name for c in cases}):
                 raise CommandError(f"no enabled case named {missing[0]!r} for {agent}", returncode=2)
             cases = [c for c in cases if c.name in names]
-        failed, via = 0, f"manage.py run_evals --record (OS user {_os_user()})"
+        # --by names a governance admin the command cannot authenticate (a shell may name anyone), so
+        # the proposal and its version also say who ran it on the server.
+        failed, via = 0, f"manage.py run_evals --record (OS user {os_user()})"
         for one in cases:
             try:
                 proposal = propose_record(one, user=user, via=via)
@@ -86,12 +88,3 @@ class Command(BaseCommand):
         self.stdout.write(f"{len(cases) - failed} of {len(cases)} recording(s) proposed")
         if failed or not cases:
             raise CommandError(f"{failed} case(s) not recorded" if cases else "no case to record", returncode=1)
-
-
-def _os_user() -> str:
-    """Who ran the command on the server: --by names a governance admin the command cannot
-    authenticate (a shell may name anyone), so the proposal and its version also say this."""
-    try:
-        return getpass.getuser()[:100] or "unknown"
-    except (KeyError, OSError):  # no name for this uid (a container)
-        return "unknown"

@@ -5,11 +5,11 @@ issued by this command, with the operating-system user who ran it, so a decision
 can be traced back to how the key came to exist.
 """
 
-import getpass
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from core.shell import os_user
 from governance.models import ApiToken
 from governance.tokens import token_issue
 
@@ -39,10 +39,7 @@ class Command(BaseCommand):
         if hasattr(user, "service_account"):
             raise CommandError(f"{username!r} is a service account: it acts only through its triggers, "
                                "and no token is issued to it")
-        try:
-            operator = getpass.getuser()
-        except (KeyError, OSError):  # no name for this uid (a container)
-            operator = ""
+        operator = os_user()
         _, key = token_issue(user=user, via=ApiToken.Issued.COMMAND, issued_by=operator[:150],
                              name=name[:100], ttl_days=days)
         self.stdout.write(key)

@@ -1,10 +1,10 @@
-import getpass
 from pathlib import Path
 from urllib.parse import urlencode
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from core.shell import os_user
 from runs.evidence import (
     EvidenceAccessDenied,
     EvidencePeriodError,
@@ -12,13 +12,6 @@ from runs.evidence import (
     evidence_bundle_write,
     evidence_period_bound,
 )
-
-
-def _login() -> str:
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):  # no login name (a container's numeric user)
-        return ""
 
 
 class Command(BaseCommand):
@@ -45,7 +38,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         requested_by = self._user(user)
         # --user is the caller's word: the login that ran the command is recorded beside it.
-        note = urlencode({"os_user": _login()})
+        note = urlencode({"os_user": os_user()})
         target = Path(out)
         try:
             if target.suffix == ".zip":
@@ -69,7 +62,7 @@ class Command(BaseCommand):
             f"verify it with: python -m warrant_verify {target}"))
 
     def _user(self, username: str | None):
-        name = username if username is not None else _login()
+        name = username if username is not None else os_user()
         found = get_user_model().objects.filter(**{get_user_model().USERNAME_FIELD: name}, is_active=True).first()
         if found is None:
             raise CommandError(f"no active user {name!r}: name the user this export is recorded under with "

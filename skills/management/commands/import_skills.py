@@ -13,12 +13,12 @@ user ...)", since a shell may be anyone's.
 
 from __future__ import annotations
 
-import getpass
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from core.api_errors import Conflict
+from core.shell import os_user
 from skills.gate import MIN_REASON_CHARS, SkillGateFailed
 from skills.models import Skill
 from skills.parser import SkillFormatError, parse_skill_md
@@ -78,7 +78,7 @@ def _import_one(text: str, *, reason: str) -> tuple[Skill, str, str]:
     gate found broken when it refuses, and nothing is written."""
     try:
         return skill_import_by_platform(text=text, emergency_reason=reason,
-                                        via=f"manage.py import_skills, OS user {_os_user()}")
+                                        via=f"manage.py import_skills, OS user {os_user()}")
     except SkillGateFailed as exc:
         raise Conflict(_refusal(Skill.objects.get(name=parse_skill_md(text).name), exc)) from None
 
@@ -93,14 +93,6 @@ def _refusal(skill: Skill, exc: SkillGateFailed) -> str:
     return (f"new text would take skill {skill.name!r} v{skill.version}, which is active, out of force, and {why}; "
             f"it stays active with its text. Keep the text, or give --emergency-reason to take it out of force "
             f"anyway")
-
-
-def _os_user() -> str:
-    """Who ran the command: the mark names them, as run_evals --record's proposals do."""
-    try:
-        return getpass.getuser()[:100] or "unknown"
-    except (KeyError, OSError):  # no name for this uid (a container)
-        return "unknown"
 
 
 def _collect(paths: list[Path]) -> list[Path]:
