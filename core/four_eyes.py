@@ -3,7 +3,8 @@
 One admin proposes (asks for an emergency activation, marks a source trusted, changes a golden case)
 and a different one, who took no part in it, confirms. `check_second_admin` is the one check every
 such confirmation makes; the platform itself (no user: load_demo, bootstrap) is not a person and does
-not go through it.
+not go through it. Where another role holds the thing, the confirmers are widened for it: a sampling
+rule's loosening is confirmed by a second compliance member or governance admin (review.rules).
 """
 
 from datetime import timedelta
@@ -32,23 +33,26 @@ def name(user) -> str:
     return user.get_username() if user is not None else "the platform"
 
 
-def check_second_admin(user, *, what: str, parties: list[tuple[object, str]], details: dict | None = None) -> None:
+def check_second_admin(user, *, what: str, parties: list[tuple[object, str]], details: dict | None = None,
+                       may_confirm=is_governance_admin, confirmer: str = "governance admin") -> None:
     """Refuse `user` as the confirmer of `what` unless a governance admin who is none of `parties`
-    ((user or None, what they did), such as (asker, "asked for it")). The refusal names each party."""
+    ((user or None, what they did), such as (asker, "asked for it")). The refusal names each party.
+    `may_confirm` and `confirmer` widen who confirms where another role holds the thing (a sampling
+    rule: compliance too), and name them in the refusals."""
     details = details or {}
-    if not is_governance_admin(user):
-        raise Forbidden(f"only a governance admin may confirm {what}", details=details)
+    if not may_confirm(user):
+        raise Forbidden(f"only a {confirmer} may confirm {what}", details=details)
     taken = [(party, did) for party, did in parties if party is not None]
     said = " and ".join(f"{name(party)} {did}" for party, did in taken)
     if any(party.pk == user.pk for party, _ in taken):
         raise SecondAdminRequired(
-            f"{what} needs a second governance admin: {said}; another governance admin must confirm it",
+            f"{what} needs a second {confirmer}: {said}; another {confirmer} must confirm it",
             details=details)
     # An account a party created, or put in its roles, in the workbench is that party's second pair of eyes.
     if any(str(user.pk) in accounts_set_up_by(party.pk) for party, _ in taken):
         raise SecondAdminRequired(
-            f"{what} needs a second governance admin: {said}, and {name(user)}'s account was set up (made, or "
-            f"its roles changed) by one of them; a governance admin they did not set up must confirm it",
+            f"{what} needs a second {confirmer}: {said}, and {name(user)}'s account was set up (made, or "
+            f"its roles changed) by one of them; a {confirmer} they did not set up must confirm it",
             details=details)
 
 
