@@ -5,6 +5,9 @@ The admin index shows the dashboard above the app list to compliance and governa
 edited here; the review queue is ReviewItem's list, and a sampled run's review page shows its
 receipt, its trace and their verification side by side, with the forms to assign it and to
 submit a record (review.records does the writing). Records are read-only.
+
+A rule's change or deletion goes through review.rules as the API's does: saving one that would
+sample fewer runs, or deleting, makes a proposal (the page says so) and leaves the rule as it was.
 """
 
 import json
@@ -20,7 +23,8 @@ from django.utils.html import format_html
 from core.admin import ReadOnlyAdmin
 from core.api_errors import DomainError
 from core.permissions import compliance_role
-from review.models import ReviewItem, ReviewRecord, SamplingRule, Trigger
+from review import rules
+from review.models import ReviewItem, ReviewRecord, SamplingRule, SamplingRuleProposal, Trigger
 from review.records import ineligible, review_assign, review_submit
 from review.verification import review_verify_chain
 from review.views import may_see_dashboard
@@ -71,10 +75,53 @@ class SamplingRuleAdmin(ComplianceOnly, admin.ModelAdmin):
     def triggers(self, rule):
         return ", ".join(rule.always) or "-"
 
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # one proposal a rule, from its own page
+        return actions
+
     def save_model(self, request, obj, form, change):
         if not change:
             obj.created_by = request.user
-        super().save_model(request, obj, form, change)
+            rules.rule_add(obj)
+            return
+        # obj holds the form's values already; the service reads the row as stored and judges the change.
+        result = rules.rule_update(obj, {f: form.cleaned_data[f] for f in form.changed_data}, user=request.user)
+        request.rule_proposal = result if isinstance(result, SamplingRuleProposal) else None
+
+    def delete_model(self, request, obj):
+        request.rule_proposal = rules.rule_delete(obj, user=request.user)
+
+    def log_change(self, request, obj, message):
+        if getattr(request, "rule_proposal", None) is None:
+            return super().log_change(request, obj, message)
+        return None  # nothing changed
+
+    def log_deletions(self, request, queryset):
+        return []  # nothing is deleted: a proposal is made
+
+    def _proposed(self, request):
+        proposal = request.rule_proposal
+        messages.warning(request, f"Nothing changed yet: this {', '.join(proposal.loosens)}, so it is proposal "
+                                  f"{proposal.pk}, which another {rules.CONFIRMER} approves "
+                                  f"(POST /api/v1/review/rule-proposals/{proposal.pk}/approve/).")
+        return redirect("admin:review_samplingrule_changelist")
+
+    def response_change(self, request, obj):
+        if getattr(request, "rule_proposal", None) is not None:
+            return self._proposed(request)
+        return super().response_change(request, obj)
+
+    def response_delete(self, request, obj_display, obj_id):
+        return self._proposed(request)
+
+
+@admin.register(SamplingRuleProposal)
+class SamplingRuleProposalAdmin(ComplianceOnly, ReadOnlyAdmin):
+    """Read here; decided through the API (review/rule-proposals/{id}/approve|refuse|withdraw)."""
+
+    list_display = ["id", "rule_name", "kind", "loosens", "proposed_by", "created_at", "status", "decided_by"]
+    list_filter = ["status", "kind"]
 
 
 class RecordForm(forms.Form):

@@ -1,22 +1,22 @@
-"""The compliance review API: sampling rules, the review queue, assignment, review records and
-the review chain's verification (review.sampling, review.records, review.verification)."""
+"""The compliance review API: sampling rules and their proposed loosenings, the review queue,
+assignment, review records and the review chain's verification (review.rules, review.sampling,
+review.records, review.verification)."""
 
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import IntegrityError, transaction
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 
 from agents.models import Agent
-from core.api_errors import Conflict
 from core.api_fields import StrictFieldsMixin, StrictSerializer
 from core.api_views import PaginatedList, errors
 from governance.tokens import auth_via
-from review.models import ReviewItem, ReviewRecord, SamplingRule, Trigger
+from review import rules
+from review.models import ReviewItem, ReviewRecord, SamplingRule, SamplingRuleProposal, Trigger
 from review.records import MAX_NOTE, refusal, review_assign, review_submit, user_named
 from review.verification import review_verify_chain
 from review.views import may_see_dashboard
@@ -70,12 +70,37 @@ class RuleSerializer(StrictFieldsMixin, serializers.ModelSerializer):
         return attrs
 
 
-def _save(serializer, **extra) -> SamplingRule:
-    try:
-        with transaction.atomic():
-            return serializer.save(**extra)
-    except IntegrityError:
-        raise Conflict("a sampling rule of that name exists") from None
+# Inline (allOf), as skills.api does: a golden case proposal's `status` has these values too, other
+# components' `status` others, and a generated enum name shared between them is a schema warning.
+@extend_schema_field({"allOf": [{"type": "string", "enum": SamplingRuleProposal.Status.values}]})
+class ProposalStatusField(serializers.ChoiceField):
+    def __init__(self, **kwargs):
+        super().__init__(choices=SamplingRuleProposal.Status.choices, **kwargs)
+
+
+class RuleProposalSerializer(serializers.ModelSerializer):
+    proposed_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    changes = serializers.JSONField(read_only=True, help_text="For an update: each changed field and its new value "
+                                                              "(agent as a slug, percentage as a string); for a "
+                                                              "deletion: {}.")
+    loosens = serializers.ListField(child=serializers.CharField(), read_only=True,
+                                    help_text="What the change would sample less: why it needs a second person.")
+    status = ProposalStatusField(read_only=True)
+    # Not "kind" alone: a golden case proposal's kind has another value set (one name per set in the schema).
+    proposal_kind = serializers.ChoiceField(source="kind", choices=SamplingRuleProposal.Kind.choices, read_only=True)
+
+    class Meta:
+        model = SamplingRuleProposal
+        ref_name = "SamplingRuleProposal"
+        fields = ["id", "rule", "rule_name", "proposal_kind", "base_updated_at", "changes", "loosens", "proposed_by",
+                  "created_at", "status", "decided_by", "decided_at"]
+        read_only_fields = fields
+
+
+PROPOSED = ("A change that would sample fewer runs (disabling, a lower percentage, a trigger or tool dropped, a "
+            "narrower agent) changes nothing yet: the answer is 202 and a pending proposal, which a different "
+            "compliance member or governance admin approves (POST review/rule-proposals/{id}/approve/).")
 
 
 class RuleListCreateApi(PaginatedList, GenericAPIView):
@@ -95,7 +120,8 @@ class RuleListCreateApi(PaginatedList, GenericAPIView):
     def post(self, request):
         serializer = RuleSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        return Response(RuleSerializer(_save(serializer, created_by=request.user)).data, status=status.HTTP_201_CREATED)
+        rule = rules.rule_create(serializer.validated_data, user=request.user)
+        return Response(RuleSerializer(rule).data, status=status.HTTP_201_CREATED)
 
 
 class RuleDetailApi(GenericAPIView):
@@ -110,19 +136,86 @@ class RuleDetailApi(GenericAPIView):
         return Response(RuleSerializer(self.get_object()).data)
 
     @extend_schema(operation_id="review_rules_partial_update", summary="Change a sampling rule",
-                   description="Applies to runs sealed from now on; runs sampled already keep their reasons.",
-                   request=RuleSerializer, responses={200: RuleSerializer, **errors(400, 403, 404, 409)})
+                   description="Applies to runs sealed from now on; runs sampled already keep their reasons. "
+                               + PROPOSED,
+                   request=RuleSerializer,
+                   responses={200: RuleSerializer, 202: RuleProposalSerializer, **errors(400, 403, 404, 409)})
     def patch(self, request, rule_id):
         serializer = RuleSerializer(self.get_object(), data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        return Response(RuleSerializer(_save(serializer)).data)
+        result = rules.rule_update(serializer.instance, serializer.validated_data, user=request.user)
+        if isinstance(result, SamplingRuleProposal):
+            return Response(RuleProposalSerializer(result).data, status=status.HTTP_202_ACCEPTED)
+        return Response(RuleSerializer(result).data)
 
-    @extend_schema(operation_id="review_rules_destroy", summary="Delete a sampling rule",
-                   description="Items it sampled keep the rule's name in their reasons.",
-                   responses={204: None, **errors(403, 404)})
+    @extend_schema(operation_id="review_rules_destroy", summary="Propose deleting a sampling rule",
+                   description="Nothing is deleted yet: the answer is a pending proposal, which a different "
+                               "compliance member or governance admin approves. Items the rule sampled keep its "
+                               "name in their reasons.",
+                   responses={202: RuleProposalSerializer, **errors(403, 404)})
     def delete(self, request, rule_id):
-        self.get_object().delete()
-        return Response(status=status.HTTP_204_NO_CONTENT)
+        proposal = rules.rule_delete(self.get_object(), user=request.user)
+        return Response(RuleProposalSerializer(proposal).data, status=status.HTTP_202_ACCEPTED)
+
+
+PROPOSALS = SamplingRuleProposal.objects.select_related("proposed_by", "decided_by")
+
+
+class RuleProposalListApi(PaginatedList, GenericAPIView):
+    permission_classes = [ReviewsCompliance]
+    serializer_class = RuleProposalSerializer
+    queryset = PROPOSALS
+    filterset_fields = ["status", "kind"]
+
+    @extend_schema(operation_id="review_rule_proposals_list", summary="Proposed loosenings of sampling rules",
+                   description="Newest first; filter by `status` or `kind`.",
+                   responses=RuleProposalSerializer(many=True))
+    def get(self, request):
+        return self.list_response()
+
+
+class RuleProposalDetailApi(GenericAPIView):
+    permission_classes = [ReviewsCompliance]
+    serializer_class = RuleProposalSerializer
+    queryset = PROPOSALS
+    lookup_url_kwarg = "proposal_id"
+
+    @extend_schema(operation_id="review_rule_proposals_retrieve", summary="Read a proposed loosening of a sampling rule",
+                   responses={200: RuleProposalSerializer, **errors(403, 404)})
+    def get(self, request, proposal_id):
+        return Response(RuleProposalSerializer(self.get_object()).data)
+
+
+def _decision(verb: str, summary: str, description: str):
+    decide = getattr(rules, verb)
+
+    class DecisionApi(GenericAPIView):
+        permission_classes = [ReviewsCompliance]
+        serializer_class = RuleProposalSerializer
+        queryset = SamplingRuleProposal.objects.all()
+        lookup_url_kwarg = "proposal_id"
+
+        @extend_schema(operation_id=f"review_rule_proposals_{verb}", summary=summary, description=description,
+                       request=None, responses={200: RuleProposalSerializer, **errors(400, 403, 404, 409)})
+        def post(self, request, proposal_id):
+            return Response(RuleProposalSerializer(decide(self.get_object(), user=request.user)).data)
+
+    DecisionApi.__name__ = DecisionApi.__qualname__ = f"RuleProposal{verb.title()}Api"
+    return DecisionApi
+
+
+RuleProposalApproveApi = _decision(
+    "approve", "Approve a proposed loosening of a sampling rule",
+    "Applies the change (or the deletion); the proposal names the proposer and the approver. Refused with 403 "
+    "`second_admin_required` (nothing written) when the approver proposed it or their account was set up by the "
+    "proposer, 409 `proposal_stale` when the rule changed since it was proposed, 409 `request_expired` past the "
+    "second-admin window, 409 `proposal_decided` when it was decided already.")
+RuleProposalRefuseApi = _decision(
+    "refuse", "Refuse a proposed loosening of a sampling rule",
+    "Another compliance member or governance admin than the proposer turns it down; nothing changes (the proposer "
+    "withdraws instead).")
+RuleProposalWithdrawApi = _decision(
+    "withdraw", "Withdraw one's own proposed loosening of a sampling rule", "Only its proposer; nothing changes.")
 
 
 class ReasonSerializer(serializers.Serializer):

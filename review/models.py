@@ -71,6 +71,44 @@ class SamplingRule(models.Model):
             raise ValidationError({"tools": "the 'tool' trigger needs at least one tool name"})
 
 
+class SamplingRuleProposal(models.Model):
+    """A person's change of a sampling rule that would look at fewer runs (a deletion, disabling, a
+    lower percentage, a trigger or tool dropped, a narrower agent). It changes nothing: only a
+    different compliance member or governance admin's approval applies it (review.rules), and the
+    approved proposal names both. Refused by another, withdrawn by its proposer; stale once the rule
+    changed since it was made (its updated_at is no longer base_updated_at)."""
+
+    class Kind(models.TextChoices):
+        UPDATE = "update"
+        DELETE = "delete"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        REFUSED = "refused"
+        WITHDRAWN = "withdrawn"
+
+    rule = models.ForeignKey(SamplingRule, null=True, on_delete=models.SET_NULL, related_name="proposals")
+    rule_name = models.CharField(max_length=128)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    base_updated_at = models.DateTimeField(help_text="The rule's updated_at the change was proposed against.")
+    changes = models.JSONField(default=dict, help_text="For an update: the fields and their new values.")
+    loosens = models.JSONField(default=list, help_text="Why it needs a second person: what it would sample less.")
+    proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        default_permissions = ("view",)
+
+    def __str__(self) -> str:
+        return f"{self.kind} of sampling rule {self.rule_name} by {self.proposed_by} ({self.status})"
+
+
 class ReviewItem(models.Model):
     """A sampled run: why it was sampled (written once, when its receipt was sealed), who reviews
     it and where the review stands (the state follows the records)."""

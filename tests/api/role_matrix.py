@@ -137,7 +137,12 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int, int, int]] = {
     ("POST", "review/rules/"):                      (401,  403,  403,  201,  201,  403),
     ("GET", "review/rules/{rule_id}/"):             (401,  403,  403,  200,  200,  403),
     ("PATCH", "review/rules/{rule_id}/"):           (401,  403,  403,  200,  200,  403),
-    ("DELETE", "review/rules/{rule_id}/"):          (401,  403,  403,  204,  204,  403),
+    ("DELETE", "review/rules/{rule_id}/"):          (401,  403,  403,  202,  202,  403),  # a proposal a second person approves
+    ("GET", "review/rule-proposals/"):              (401,  403,  403,  200,  200,  403),
+    ("GET", "review/rule-proposals/{proposal_id}/"): (401, 403,  403,  200,  200,  403),
+    ("POST", "review/rule-proposals/{proposal_id}/approve/"):  (401, 403, 403, 200, 200, 403),  # proposed by another member
+    ("POST", "review/rule-proposals/{proposal_id}/refuse/"):   (401, 403, 403, 200, 200, 403),
+    ("POST", "review/rule-proposals/{proposal_id}/withdraw/"): (401, 403, 403, 403, 200, 403),  # the admin's own
     ("GET", "review/queue/"):                       (401,  403,  403,  200,  200,  403),
     ("GET", "review/items/{item_id}/"):             (401,  403,  403,  200,  200,  403),
     ("POST", "review/items/{item_id}/assign/"):     (401,  403,  403,  200,  200,  403),
@@ -245,6 +250,9 @@ BODIES = {
     ("POST", "evals/runs/"): {"agent": "crm-assistant"},
     ("POST", "review/rules/"): {"name": "matrix-new-rule", "percentage": 10, "always": ["denial"]},
     ("PATCH", "review/rules/{rule_id}/"): {"note": "changed by the matrix"},
+    ("POST", "review/rule-proposals/{proposal_id}/approve/"): {},
+    ("POST", "review/rule-proposals/{proposal_id}/refuse/"): {},
+    ("POST", "review/rule-proposals/{proposal_id}/withdraw/"): {},
     ("POST", "review/items/{item_id}/assign/"): {"assignee": "compliance"},
     ("POST", "review/items/{item_id}/records/"): {"record_kind": "sign_off", "note": "matrix"},
     ("POST", "triggers/"): {"name": "matrix-new-trigger", "kind": "webhook", "agent": "crm-assistant",

@@ -42,7 +42,7 @@ TARGETS = {
     "hooks": {"trigger": "trigger_name"},
     "service-accounts": {"username": "service_account_name"},
     "evals": {"case_id": "golden_case_id", "run_id": "eval_run_id", "proposal_id": "case_proposal_id"},
-    "review": {"rule_id": "sampling_rule_id", "item_id": "review_item_id"},
+    "review": {"rule_id": "sampling_rule_id", "item_id": "review_item_id", "proposal_id": "rule_proposal_id"},
     "trust-proposals": {"pk": "trust_proposal_id"},
 }
 TARGET_OVERRIDES = {
@@ -55,6 +55,7 @@ TARGET_OVERRIDES = {
     # Only its proposer withdraws a proposal: the admin's own.
     ("POST", "trust-proposals/{pk}/withdraw/"): {"pk": "own_trust_proposal_id"},
     ("POST", "evals/case-proposals/{proposal_id}/withdraw/"): {"proposal_id": "own_case_proposal_id"},
+    ("POST", "review/rule-proposals/{proposal_id}/withdraw/"): {"proposal_id": "own_rule_proposal_id"},
 }
 
 # ---------------------------------------------------------------------------------------
@@ -172,6 +173,24 @@ class World:
         from review.models import SamplingRule
 
         return SamplingRule.objects.create(name="matrix-rule", percentage=100)
+
+    @cached_property
+    def rule_proposal(self):
+        """Disabling the matrix's rule, proposed by a compliance member other than the personas."""
+        from review.rules import rule_update
+
+        other = get_user_model().objects.create_user("matrix-compliance")
+        other.groups.add(Group.objects.get(name="compliance"))
+        return rule_update(self.sampling_rule, {"enabled": False}, user=other)
+
+    @cached_property
+    def own_rule_proposal(self):
+        from review.rules import rule_delete
+
+        return rule_delete(self.sampling_rule, user=user_named("admin"))
+
+    rule_proposal_id = property(lambda self: self.rule_proposal.pk)
+    own_rule_proposal_id = property(lambda self: self.own_rule_proposal.pk)
 
     @cached_property
     def review_item(self):

@@ -140,15 +140,23 @@ def _assert_effect(world, method, route, persona, expected, response):
         assert ServiceAccount.objects.filter(user__username="matrix-new-bot").exists() is allowed
     elif (method, route) == ("POST", "service-accounts/{username}/disable/"):
         assert get_user_model().objects.get(username="matrix-bot").is_active is not allowed
+    elif method == "POST" and route.startswith("review/rule-proposals/{proposal_id}/"):
+        from review.models import SamplingRule, SamplingRuleProposal
+
+        pk = world.own_rule_proposal_id if route.endswith("withdraw/") else world.rule_proposal_id
+        outcome = {"approve": "approved", "refuse": "refused", "withdraw": "withdrawn"}[route.rsplit("/", 2)[1]]
+        assert SamplingRuleProposal.objects.get(pk=pk).status == (outcome if allowed else "pending")
+        assert SamplingRule.objects.get(pk=world.sampling_rule_id).enabled is not (allowed and outcome == "approved")
     elif route.startswith("review/") and method != "GET":
-        from review.models import ReviewRecord, SamplingRule
+        from review.models import ReviewRecord, SamplingRule, SamplingRuleProposal
 
         if route == "review/rules/":
             assert SamplingRule.objects.filter(name="matrix-new-rule").exists() is allowed
         elif method == "PATCH":
             assert (SamplingRule.objects.get(pk=world.sampling_rule_id).note == "changed by the matrix") is allowed
-        elif method == "DELETE":
-            assert SamplingRule.objects.filter(pk=world.sampling_rule_id).exists() is not allowed
+        elif method == "DELETE":  # proposed, not deleted
+            assert SamplingRule.objects.filter(pk=world.sampling_rule_id).exists()
+            assert SamplingRuleProposal.objects.filter(rule_id=world.sampling_rule_id, kind="delete").exists() is allowed
         elif route.endswith("records/"):
             assert ReviewRecord.objects.filter(item_id=world.review_item_id).exists() is allowed
     elif (method, route) == ("POST", "policies/evaluate/") and allowed:
