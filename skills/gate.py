@@ -1,4 +1,4 @@
-"""The golden gate for a person's change of which skills are in force, and its two-admin way past a failing set.
+"""The golden gate for a change of which skills are in force, and the ways past a failing set.
 
 Two changes move what constrains runs: activating a skill puts its contract in force, and taking an
 active skill out of force (retiring it, sending it back to draft, giving it new text, which starts
@@ -141,7 +141,6 @@ def through_gate(*, skill: Skill, user, action: str, verdict_of, failed, emergen
                         details={"skill": skill.name})
     ask_emergency(skill=skill, reason=reason, user=user, action=action)
     return None
-
 
 
 def platform_removal(*, skill: Skill, reason: str = "", via: str) -> tuple[str | None, str]:

@@ -122,7 +122,6 @@ def only_business_rules(details) -> bool:
     return True
 
 
-
 # A review record's fields depend on its kind (review.records._validate), which a schema cannot say, so a
 # generated record almost never has the ones its kind needs. The desk's pass makes each positive case obey
 # them before it is sent (tests/fuzz/hooks.py, map_case), keeping what was generated where it fits: a

@@ -157,9 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-tmp", action="store_true", help="keep the temporary database directory")
     parser.add_argument("-v", "--verbose", action="store_true", help="stream Schemathesis' output")
     args = parser.parse_args(argv)
-    lanes = {lane: LANES[lane] for lane in args.lanes.split(",") if lane} if args.lanes else LANES
-    if set(lanes) - set(LANES):
-        parser.error(f"unknown lane(s): {', '.join(sorted(set(lanes) - set(LANES)))}")
+    asked = [lane for lane in args.lanes.split(",") if lane] if args.lanes else list(LANES)
+    if unknown := sorted(set(asked) - set(LANES)):
+        parser.error(f"unknown lane(s): {', '.join(unknown)}")
+    lanes = {lane: LANES[lane] for lane in asked}
 
     started = time.monotonic()
     results = results_dir(args.results_dir, [*PEERS, *LANES])

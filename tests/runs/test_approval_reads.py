@@ -32,7 +32,7 @@ def _event_reads(queries) -> int:
 
 def test_the_decision_asks_the_run_created_event_no_second_time(demo, django_capture_on_commit_callbacks):
     approval = _parked(django_capture_on_commit_callbacks)
-    assert str(approval.run_id) in approvals._FIRST_EVENT_NAMES  # the notice read it
+    assert str(approval.run_id) in approvals._FIRST_EVENT_NAMES  # run_start kept them as it wrote them
     with CaptureQueriesContext(connection) as seen, django_capture_on_commit_callbacks(execute=False):
         approvals.approval_decide(approval_id=approval.id, user=_user("approver"), approve=True, reason="ok",
                                   via="session")
