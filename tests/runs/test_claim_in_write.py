@@ -92,3 +92,18 @@ def test_a_run_this_process_claimed_and_no_longer_advances_is_taken_up_by_the_re
     assert run_reconcile(queued_grace_seconds=60)["lost_leases"] == 1
     left.refresh_from_db()
     assert left.status == "succeeded" and receipt_verify(receipt=left.receipt).valid
+
+
+def test_a_process_shutting_down_hands_back_the_run_it_claimed_in_the_write_that_started_it(demo):
+    from runs import lease
+
+    lease.request_shutdown()
+    try:
+        run, _ = services.run_start(agent_slug="crm-assistant", input_text="How healthy is Acme Corp?",
+                                    caller=User.objects.get(username="operator"))
+    finally:
+        lease.request_shutdown(False)
+    run.refresh_from_db()
+    # Claimed as it was written, then given back unstepped: queued, no lease, for a process that stays.
+    assert (run.status, run.lease_owner, run.lease_expires_at, run.step) == ("queued", "", None, 0)
+    assert _kinds(run)[:2] == ["run_created", "claimed"]
