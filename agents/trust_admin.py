@@ -59,10 +59,12 @@ def propose_loosening(model_admin, request, target, change: dict) -> None:
 
 @admin.register(TrustChange)
 class TrustChangeAdmin(ReadOnlyAdmin):
-    """Who marked which tool or source trusted, or not, and when: written by agents.trust only."""
+    """The sealed trust chain: who marked which tool or source trusted, or not, and who loosened an
+    approval or re-approved a change (before and after), and when: written by agents.trust only."""
 
-    list_display = ["changed_at", "subject", "name", "was_trusted", "trusted", "changed_by", "proposed_by", "reason"]
-    list_filter = ["subject", "trusted"]
+    list_display = ["seq", "changed_at", "kind", "subject", "name", "was_trusted", "trusted", "before", "after",
+                    "changed_by", "proposed_by", "reason"]
+    list_filter = ["kind", "subject", "trusted"]
     search_fields = ["name", "reason"]
 
 

@@ -196,3 +196,16 @@ def test_the_source_form_proposes_clearing_its_approver_role(gated):
     assert (source.approver_role.name, source.timeout_seconds) == ("secops", 6)
     proposal = TrustProposal.objects.get(kind="approval", subject="tool_source", name="docs", outcome="pending")
     assert (proposal.change, proposal.was) == ({"approver_role": None}, {"approver_role": "secops"})
+
+
+def test_the_workbench_lists_the_sealed_loosening_with_its_kind_before_and_after(gated):
+    proposal = _api(_admin()).patch(TOOL, {"requires_approval": False}, format="json").json()
+    assert _api(gated).post(f"/api/v1/trust-proposals/{proposal['id']}/confirm/").status_code == 200
+    browser = Client()
+    browser.force_login(_admin())
+    page = browser.get("/admin/agents/trustchange/?kind__exact=approval")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "Approval loosened" in text and "delete_account" in text
+    # The approval as it was and as the confirmation left it, as the chain sealed them.
+    assert "&quot;requires_approval&quot;: true" in text and "&quot;requires_approval&quot;: false" in text
