@@ -353,10 +353,16 @@ def tool_fixed_check(tool: Tool, values: dict) -> None:
 
 
 @transaction.atomic
-def tool_update(*, tool: Tool, values: dict) -> Tool:
+def tool_update(*, tool: Tool, values: dict, user=None) -> Tool:
     """Switch a tool on or off, or retune it. Runs already started keep the tools they froze.
-    What tool_fixed_fields names is refused (409), checked on the row as locked here."""
+    What tool_fixed_fields names is refused (409), checked on the row as locked here. An approval it
+    tightens is sealed into the trust chain as `user`'s (the platform's when None) in this
+    transaction (agents.trust_approval.approval_tightened); a loosening comes here only from a
+    confirmed proposal, which seals it itself."""
+    from agents.trust_approval import approval_state, approval_tightened  # it imports this module
+
     tool = Tool.objects.select_related("tool_source").select_for_update(of=("self",)).get(pk=tool.pk)
+    before = approval_state(tool)
     tool_fixed_check(tool, values)
     _assign(tool, values, _TOOL_FIELDS)
     if "timeout_seconds" in values:
@@ -369,4 +375,5 @@ def tool_update(*, tool: Tool, values: dict) -> Tool:
         raise ValidationError({"approver_role": [REQUIRES_APPROVAL_NEEDS_ROLE]})
     tool.full_clean()
     tool.save()
+    approval_tightened(tool, before, user=user)
     return tool

@@ -141,13 +141,19 @@ def tool_source_update(*, source: ToolSource, values: dict, user=None) -> ToolSo
     A trusted source pointed elsewhere (another program, endpoint, document, module or credential)
     is untrusted in the same transaction, recorded as `user`'s change (the platform's when None):
     two governance admins vouched for what answered before, and one alone must not carry their mark
-    over to a server of their choosing. Trusting it again takes two, as the first time."""
+    over to a server of their choosing. Trusting it again takes two, as the first time. An approver
+    role named where there was none (a tightening: changing or clearing one is proposed) is sealed
+    as `user`'s (agents.trust_approval.approval_tightened)."""
+    from agents.trust_approval import approval_state, approval_tightened  # it imports this module
+
     source = ToolSource.objects.select_for_update().get(pk=source.pk)
+    before = approval_state(source)
     moved = [field for field in REACH_FIELDS if field in values and values[field] != getattr(source, field)]
     _apply(source, values)
     tool_source_check(source)
     source.full_clean()
     source.save()
+    approval_tightened(source, before, user=user)
     if moved and source.trusted:
         source = tool_source_trust(source=source, trusted=False, user=user, platform=user is None,
                                    reason=f"untrusted on moving it: {', '.join(moved)} changed")

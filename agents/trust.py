@@ -16,11 +16,12 @@ own act (load_demo: platform=True, no user) stays one step.
 
 Each change of a mark writes a TrustChange (who, when, from what to what, why, and who proposed
 it) in the transaction of the change, and so does each confirmed approval or re-approval proposal
-(record_confirmed: the approval before and after). The row is sealed into the trust chain as it is
+(record_confirmed: the approval before and after), and each one-step tightening of an approval
+(record_tightened). The row is sealed into the trust chain as it is
 written (signed, hash-chained, witnessed: review.trust_chain), so a change removed or rewritten
 afterwards, by a DBA or anyone else, is caught by the review chain's verification and by the
 offline verifier, which also refuses a mark of trust, an approval change or a re-approval by a
-person that names no second one.
+person that names no second one (an approval change by one person only if it tightens).
 """
 
 import logging
@@ -89,6 +90,16 @@ def record_confirmed(proposal: TrustProposal, *, user, before: dict, after: dict
     return _sealer()(TrustChange(kind=proposal.kind, subject=proposal.subject, name=proposal.name, before=before,
                                  after=after, changed_by=user, proposed_by=proposal.proposed_by,
                                  reason=proposal.reason), proposal=proposal)
+
+
+def record_tightened(*, subject: str, name: str, before: dict, after: dict, user, reason: str = "") -> TrustChange:
+    """Seal one governance admin's (or the platform's, `user` None) tightening of an approval
+    (agents.trust_approval.approval_tightened calls it, in the transaction of the write): one
+    person, no proposal. Sealed so that the server holds the live approval to it: without it, an
+    UPDATE that undid the tightening would leave the approval as the newest sealed change said."""
+    return _sealer()(TrustChange(kind=TrustChange.Kind.APPROVAL, subject=subject, name=name, before=before,
+                                 after=after, changed_by=user if getattr(user, "pk", None) else None,
+                                 reason=reason), proposal=None)
 
 
 def _one_step(user, *, what: str, trusted: bool, platform: bool) -> None:

@@ -20,8 +20,10 @@ untrusted source's tool is re-approved by one: its description taints every run 
 
 What a confirmation writes is sealed into the trust chain in the same transaction (a TrustChange of
 kind "approval" or "change", agents.trust.record_confirmed): the approval, or the approved
-fingerprint, before and after, who proposed it and who confirmed it. The one-step tightenings are
-not sealed: they loosen nothing.
+fingerprint, before and after, who proposed it and who confirmed it. A one-step tightening is sealed
+too (kind "approval", before and after, no proposer: approval_tightened), though it loosens nothing:
+the server holds each live approval to the newest sealed change of it, and an UPDATE that undid an
+unsealed tightening would leave the approval just as the sealed loosening before it said.
 """
 
 import logging
@@ -32,7 +34,7 @@ from django.db import transaction
 
 from agents import services, sources
 from agents.models import Tool, ToolSource, TrustChange, TrustProposal
-from agents.trust import Subject, _check, _target, proposal_open, proposal_what, record_confirmed
+from agents.trust import Subject, _check, _target, proposal_open, proposal_what, record_confirmed, record_tightened
 from core.api_errors import Conflict
 from core.approver_roles import unstaffed_problem
 
@@ -66,6 +68,25 @@ def approval_loosening(target: Tool | ToolSource, values: dict) -> dict:
         role = values.pop("approver_role")
         change["approver_role"] = role.name if role is not None else None
     return change
+
+
+def approval_looser(before: dict, after: dict) -> bool:
+    """Whether going from `before` to `after` (approval_state) loosens: requires_approval lifted, or a
+    set approver role changed or cleared (what approval_loosening takes out of a change)."""
+    if before.get("requires_approval") and not after.get("requires_approval"):
+        return True
+    return before.get("approver_role") is not None and after.get("approver_role") != before.get("approver_role")
+
+
+def approval_tightened(target: Tool | ToolSource, before: dict, *, user, reason: str = "") -> TrustChange | None:
+    """Seal the target's approval as a one-step write left it (inside that write's transaction, the row
+    locked), when it is stricter than `before`; a write that left it as it was, or loosened it (a
+    confirmed proposal, sealed by approval_write), seals nothing here."""
+    after = approval_state(target)
+    if after == before or approval_looser(before, after):
+        return None
+    return record_tightened(subject=_subject(target), name=target.name, before=before, after=after, user=user,
+                            reason=reason)
 
 
 def _subject(target: Tool | ToolSource) -> str:

@@ -10,9 +10,10 @@ from django.utils import timezone
 
 class TrustChange(models.Model):
     """One row per loosening or tightening of Warrant's hold on a tool or a source that the trust
-    chain records: a change of a trust mark (kind "trust": `was_trusted` -> `trusted`), or a confirmed
-    two-person proposal to loosen an approval (kind "approval": `before` -> `after`, the approval by
-    name) or to re-approve a trusted source's held tool (kind "change": {"approved_sha256": ...}
+    chain records: a change of a trust mark (kind "trust": `was_trusted` -> `trusted`), a confirmed
+    two-person proposal to loosen an approval or one person's one-step tightening of it (kind
+    "approval": `before` -> `after`, the approval by name; a tightening has no proposer), or a
+    confirmed proposal to re-approve a trusted source's held tool (kind "change": {"approved_sha256": ...}
     before and after). Written by agents.trust and agents.trust_approval in the transaction of the
     change itself, and sealed there into the trust chain: hash = sha256(prev_hash + body), body
     canonical JSON, seq gap-free from 1, signed by the receipt key and witnessed (review.trust_chain
@@ -38,9 +39,9 @@ class TrustChange(models.Model):
     after = models.JSONField(null=True, blank=True)
     reason = models.TextField(blank=True)
     changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
-    # Who proposed what changed_by confirmed (agents.TrustProposal: always, for kinds "approval" and
-    # "change"); null when one step was enough: an untrusting, the platform's own act, or a change
-    # sealed before proposals.
+    # Who proposed what changed_by confirmed (agents.TrustProposal: always, for kind "change" and for a
+    # loosening of kind "approval"); null when one step was enough: an untrusting, a tightening, the
+    # platform's own act, or a change sealed before proposals.
     proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
                                     related_name="+")
     # Set before the body is sealed (the body's "at" is this time), so not auto_now_add.

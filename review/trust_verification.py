@@ -6,12 +6,20 @@ sealed change left trusted was marked behind agents.trust's back (an UPDATE of t
 change that did it was removed with the chain re-signed. A tool that no longer requires approval,
 or a tool or source whose approver role is not the one, when the newest sealed approval change of
 it left approval required or that role set, was loosened behind agents.trust_approval's back (only
-a confirmed proposal loosens, and each one is sealed). A tool or source with no sealed approval
-change is not held to anything here: the chain records loosenings, not the approval every tool
-was given (SECURITY.md says what that leaves). The live state is read before the chain, so a
-proposal confirmed while the check runs never shows as a loosening. The chain is held against the
-trust checkpoints in the witness file, as the review chain is (review.verification, which reports
-both).
+a confirmed proposal loosens, and each one is sealed; so is each one-step tightening, so that the
+newest sealed change is the approval the target was last given). A tool or source with no sealed
+approval change is not held to anything here: the chain records changes, not the approval every
+tool was given when it was made (SECURITY.md says what that leaves).
+
+A trusted source's tool is held to the newest sealed re-approval of it: its approved fingerprint
+is that record's `after`, unless the source's mark changed since (sealed), for while it was
+untrusted one governance admin re-approved its tools, unsealed. A tool with no sealed re-approval
+since its source was last trusted is held to nothing here (its first fingerprint is the sync's).
+
+The chain's head is read first, then the live state, then the chain: a target with a change sealed
+after that head changed while the check ran, so its live state may be from either side of it, and
+it is left to the next check. The chain is held against the trust checkpoints in the witness file,
+as the review chain is (review.verification, which reports both).
 """
 
 import json
@@ -21,12 +29,12 @@ from django.db import connection
 
 from agents import append_only
 from agents.models import Tool, ToolSource, TrustChange
-from review.trust_chain import BODY_KINDS, COLUMNS
+from review.trust_chain import BODY_KINDS, COLUMNS, trust_head
 from runs import witness
 from runs.verification import Problem
 from warrant_verify.messages import GENESIS
-from warrant_verify.trust_chain import APPROVAL_KIND, KIND, TRUST_CHECKPOINT_KIND, verify_trust_checkpoints, \
-    verify_trust_records
+from warrant_verify.trust_chain import APPROVAL_KIND, KIND, REAPPROVAL_KIND, TRUST_CHECKPOINT_KIND, \
+    verify_trust_checkpoints, verify_trust_records
 
 _CHUNK = 2000
 _USERNAME = get_user_model().USERNAME_FIELD
@@ -82,7 +90,9 @@ def _live() -> dict:
                 for name, required, role in Tool.objects.values_list("name", "requires_approval", "approver_role__name")}
     approval |= {("tool_source", name): {"approver_role": role}
                  for name, role in ToolSource.objects.values_list("name", "approver_role__name")}
-    return {"trusted": trusted, "approval": approval}
+    approved = {name: (source, sha256) for name, source, sha256 in Tool.objects.filter(tool_source__trusted=True)
+                .values_list("name", "tool_source__name", "approved_sha256")}
+    return {"trusted": trusted, "approval": approval, "approved": approved}
 
 
 _NOUNS = {"tool_source": "tool source", "tool": "tool"}
@@ -117,10 +127,29 @@ def _loosened(live: dict, approvals: dict) -> list[Problem]:
     return problems
 
 
+def _reapproved_around(live: dict, reapprovals: dict, marked_at: dict) -> list[Problem]:
+    """Trusted sources' tools whose approved fingerprint is not the one the newest sealed re-approval
+    of them left, when their source's mark has not changed since."""
+    problems = []
+    for name, (source, sha256) in sorted(live["approved"].items()):
+        if name not in reapprovals:
+            continue
+        seq, after = reapprovals[name]
+        sealed = after.get("approved_sha256") if isinstance(after, dict) else None
+        if not isinstance(sealed, str) or marked_at.get(("tool_source", source), 0) > seq or sha256 == sealed:
+            continue  # a body the chain check reported, or re-trusted since (re-approved by one meanwhile)
+        problems.append(Problem("trust", f"tool {name}", f"its approved fingerprint is {sha256[:12] or 'empty'}, "
+                                f"where the newest sealed re-approval of it (#{seq}) left {sealed[:12]} and its "
+                                f"source {source} has been trusted since: a held change was accepted outside "
+                                "agents.trust_approval, or the re-approval that did it was removed"))
+    return problems
+
+
 def trust_verify_problems(*, keys, made_at: str) -> tuple[int, int, list[Problem]]:
     """(changes checked, trust checkpoints in the witness file, problems): links, hashes, bodies,
     signatures, rows against bodies, live marks and approvals against the chain, the witness's trust
     checkpoints, and the append-only triggers on the rows."""
+    head_seq = trust_head()[0]
     live = _live()
     lines, _bad = witness.witness_file_checkpoints(TRUST_CHECKPOINT_KIND)  # review.verification reports bad lines
     wanted = {line.get("seq") for line in lines}
@@ -128,6 +157,9 @@ def trust_verify_problems(*, keys, made_at: str) -> tuple[int, int, list[Problem
     hash_at: dict[int, str] = {}
     marks: dict[tuple[str, str], bool] = {}
     approvals: dict[tuple[str, str], tuple[int, dict]] = {}
+    reapprovals: dict[str, tuple[int, dict]] = {}
+    marked_at: dict[tuple[str, str], int] = {}
+    moving: set[tuple[str, str]] = set()  # changed since the head read before the live state
     checked, start_seq, start_prev, seen = 0, 1, GENESIS, {}
 
     def walk(rows):
@@ -140,10 +172,16 @@ def trust_verify_problems(*, keys, made_at: str) -> tuple[int, int, list[Problem
         for row in rows:
             if (body := _body(row)) is not None:
                 problems.extend(_cross_check(row, body))
+                target = (body.get("subject"), body.get("name"))
+                if row["seq"] > head_seq:
+                    moving.add(target)
                 if body.get("kind") == KIND:
-                    marks[(body.get("subject"), body.get("name"))] = body.get("trusted")
+                    marks[target] = body.get("trusted")
+                    marked_at[target] = row["seq"]
                 elif body.get("kind") == APPROVAL_KIND:
-                    approvals[(body.get("subject"), body.get("name"))] = (row["seq"], body.get("after"))
+                    approvals[target] = (row["seq"], body.get("after"))
+                elif body.get("kind") == REAPPROVAL_KIND:
+                    reapprovals[body.get("name")] = (row["seq"], body.get("after"))
         checked += result.checked
         hash_at.update({seq: hash_ for seq, hash_ in result.hashes.items() if seq in wanted})
         start_seq, start_prev = result.head_seq + 1, result.head_hash
@@ -156,4 +194,9 @@ def trust_verify_problems(*, keys, made_at: str) -> tuple[int, int, list[Problem
                                           file="witness", labels=[f"line {line['_line']}" for line in lines])]
     problems += [Problem("append_only", name, "the append-only trigger is missing or disabled")
                  for name in append_only.TRIGGERS.missing(connection)]
-    return checked, len(lines), problems + _unvouched(live, marks) + _loosened(live, approvals)
+    live = {"trusted": {t for t in live["trusted"] if t not in moving},
+            "approval": {t: a for t, a in live["approval"].items() if t not in moving},
+            "approved": {name: (source, sha256) for name, (source, sha256) in live["approved"].items()
+                         if ("tool", name) not in moving and ("tool_source", source) not in moving}}
+    return checked, len(lines), problems + _unvouched(live, marks) + _loosened(live, approvals) + _reapproved_around(
+        live, reapprovals, marked_at)

@@ -14,6 +14,14 @@ a run that waited in the queue across a change may be placed after a run frozen 
 changes carry their time to the second, so the window between two runs is widened by one second
 each way. Events from before the field carry no approval and are not checked; a loosening no
 earlier run in the bundle saw the other side of leaves nothing to compare.
+
+A one-step tightening of a tool's approval is sealed too (an approval change with no proposer,
+warrant_verify.trust_chain): it is no loosening, so it opens no window, but it says what the
+approval was and became, and each side counts as a run's observation would, so a requires_approval
+lifted by an UPDATE after such a tightening shows against the next run that ran the tool loose,
+though no run in the bundle ran it gated. Sealed changes among themselves are ordered by seq. A run
+frozen within the second a tightening was sealed in may have come before or after it, so the two
+are not compared.
 """
 
 from dataclasses import dataclass
@@ -22,6 +30,7 @@ from datetime import datetime, timedelta
 from . import jcs
 from .chain import parse_jsonl
 from .shapes import Failure
+from .trust_chain import tightening
 
 APPROVAL_KIND = "approval_change"
 SLACK = timedelta(seconds=1)  # sealed times are whole seconds; a snapshot's state is read about when it is dated
@@ -32,12 +41,35 @@ class Seen:
     """One tool_call event's approval, and when its run's snapshot was frozen."""
 
     at: datetime
-    order: tuple  # ties in time broken by receipt seq, then event seq
+    order: tuple  # ties in time broken by receipt seq, then event seq (a sealed tightening: 0, seq, 0 before or 1 after)
     run_id: str
     event: object
     tool: str
     requires_approval: bool
     approver_role: str | None
+    where: str = ""  # a sealed tightening's place in trust.jsonl ("seq N"); empty for a run's event
+    verb: str = "ran with"  # what the failure says the tool did with this approval
+
+
+def _said(one: Seen) -> str:
+    return f"trust change #{one.event} says" if one.where else f"run {one.run_id} event {one.event} saw"
+
+
+class Sealed(dict):
+    """(subject, name) -> the times of the loosenings sealed of it; `tightened`: what the sealed
+    one-step tightenings of tools say, as observations."""
+
+    def __init__(self):
+        super().__init__()
+        self.tightened: list[Seen] = []
+        self.seqs: dict[tuple[str, str], list[tuple[datetime, int]]] = {}  # the loosenings' times and seqs
+
+    def between(self, key: tuple[str, str], before: Seen, after: Seen) -> list[datetime]:
+        """The times of the key's loosenings that the chain's order allows between the two: after a
+        sealed tightening on the `before` side, before one on the `after` side."""
+        low = before.event if before.where else 0
+        high = after.event if after.where else None
+        return [at for at, seq in self.seqs.get(key, ()) if seq > low and (high is None or seq < high)]
 
 
 def parse_time(value) -> datetime | None:
@@ -84,10 +116,20 @@ def _loosened(before: Seen, after: Seen) -> str | None:
     return None
 
 
-def sealed_changes(data: bytes | None) -> dict[tuple[str, str], list[datetime]]:
-    """(subject, name) -> the times of the approval changes sealed of it in trust.jsonl. The chain's
-    own links, signatures and extent are checked by trust_chain; this only reads what it says."""
-    found: dict[tuple[str, str], list[datetime]] = {}
+def _unordered(one: Seen, other: Seen) -> bool:
+    """A run and a sealed tightening whose order time cannot tell: the run was frozen within the
+    second the change was sealed in (its time is that second's start)."""
+    if bool(one.where) == bool(other.where):
+        return False
+    sealed, run = (one, other) if one.where else (other, one)
+    return sealed.at <= run.at < sealed.at + SLACK
+
+
+def sealed_changes(data: bytes | None) -> Sealed:
+    """(subject, name) -> the times of the approval loosenings sealed of it in trust.jsonl, and the
+    tools' tightenings as observations. The chain's own links, signatures, extent and who may make
+    which change are checked by trust_chain; this only reads what it says."""
+    found = Sealed()
     rows, _ = parse_jsonl(data or b"", "trust.jsonl")
     for _, record in rows:
         try:
@@ -97,8 +139,18 @@ def sealed_changes(data: bytes | None) -> dict[tuple[str, str], list[datetime]]:
         if not isinstance(body, dict) or body.get("kind") != APPROVAL_KIND:
             continue
         at = parse_time(body.get("at"))
-        if at is not None and isinstance(body.get("subject"), str) and isinstance(body.get("name"), str):
+        if at is None or not isinstance(body.get("subject"), str) or not isinstance(body.get("name"), str):
+            continue
+        seq = record.get("seq") if isinstance(record.get("seq"), int) else 0
+        if not tightening(body["subject"], body.get("before"), body.get("after")):
             found.setdefault((body["subject"], body["name"]), []).append(at)
+            found.seqs.setdefault((body["subject"], body["name"]), []).append((at, seq))
+        elif body["subject"] == "tool":
+            found.tightened += [Seen(at=at, order=(0, seq, side), run_id="", event=seq, tool=body["name"],
+                                     requires_approval=state["requires_approval"],
+                                     approver_role=state["approver_role"], where=f"seq {seq}", verb=verb)
+                                for side, state, verb in ((0, body["before"], "was tightened from"),
+                                                          (1, body["after"], "was tightened to"))]
     return found
 
 
@@ -107,23 +159,24 @@ def verify_approval_history(seen: list[Seen], sealed: dict[tuple[str, str], list
     """Each loosening between two consecutive observations of a tool against the sealed changes."""
     failures = []
     by_tool: dict[str, list[Seen]] = {}
-    for one in seen:
+    for one in [*seen, *getattr(sealed, "tightened", ())]:
         by_tool.setdefault(one.tool, []).append(one)
     for tool, history in by_tool.items():
         history.sort(key=lambda one: (one.at, one.order))
         source = tool.split("__", 1)[0] if "__" in tool else None
         for before, after in zip(history, history[1:]):
             what = _loosened(before, after)
-            if what is None:
+            if what is None or _unordered(before, after):
                 continue
-            times = list(sealed.get(("tool", tool), ()))
-            if what == "role" and source is not None:
-                times += sealed.get(("tool_source", source), ())
+            keys = [("tool", tool)] + ([("tool_source", source)] if what == "role" and source is not None else [])
+            ordered = isinstance(sealed, Sealed) and (before.where or after.where)
+            times = [at for key in keys for at in (sealed.between(key, before, after) if ordered else sealed.get(key, ()))]
             if any(before.at - SLACK <= at <= after.at + SLACK for at in times):
                 continue
             of = "it or its source" if what == "role" and source is not None else "it"
-            failures.append(Failure(file, f"run {after.run_id} event {after.event}", (
-                f"{tool} ran with {_described(after)}, but run {before.run_id} event {before.event} saw "
+            failures.append(Failure("trust.jsonl" if after.where else file, after.where or
+                                    f"run {after.run_id} event {after.event}", (
+                f"{tool} {after.verb} {_described(after)}, but {_said(before)} "
                 f"{_described(before)}, and no sealed approval change of {of} in trust.jsonl lies between "
                 "them: its approval was loosened with no record")))
     return failures

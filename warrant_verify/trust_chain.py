@@ -10,8 +10,10 @@ hash and key id under a domain of its own. The body's kind says which change it 
 role name) or "reapproval" (the tool's approved fingerprint before and after), with who changed it
 (with the roles they held) and why; from v2, who proposed what the changer confirmed. A person
 marking something trusted with no proposer, or with themselves as proposer, is a failure here, and
-so is an approval change or a re-approval that names no proposer, or its confirmer as its
-proposer; as is a v1 body after a v2 one (the two new kinds exist only as v2). Without the chain a
+so is a re-approval that names no proposer, or its confirmer as its proposer, and an approval
+change that does so unless it tightens (requires approval where none was required, names a role
+where there was none, and loosens nothing: one governance admin's act, or the platform's, sealed
+so that an UPDATE undoing it shows on the server); as is a v1 body after a v2 one (the two new kinds exist only as v2). Without the chain a
 DBA could mark a source trusted, let runs read it untainted, mark it back and delete both rows; now
 the gap in seq, the witness's checkpoints and the signed extent in an evidence bundle each show it.
 
@@ -33,7 +35,7 @@ TRUST_FILE = "trust.jsonl"  # the whole trust chain, #1 to its head when the bun
 FORMAT = 2  # the newest body version: v1 bodies (sealed before trust proposals) come only before the first v2
 VERSIONS = (1, 2)
 KIND = "trust_change"
-APPROVAL_KIND = "approval_change"  # a confirmed proposal of kind "approval" (agents.trust_approval)
+APPROVAL_KIND = "approval_change"  # a confirmed proposal of kind "approval", or a one-step tightening
 REAPPROVAL_KIND = "reapproval"  # a confirmed proposal of kind "change"
 KINDS = (KIND, APPROVAL_KIND, REAPPROVAL_KIND)
 SUBJECTS = ("tool_source", "tool")
@@ -50,13 +52,17 @@ def _person_problem(person, field: str) -> str | None:
 
 def _proposal_problems(body: dict) -> list[str]:
     """v2: a mark of trust set by a person names who proposed it, someone else; so does every approval
-    change and re-approval (only a second governance admin's confirmation makes one); nothing else does."""
+    change that loosens and every re-approval (only a second governance admin's confirmation makes
+    one); nothing else does."""
     if "proposed_by" not in body:
         return ["a v2 body without proposed_by"]
     proposer, by = body["proposed_by"], body.get("changed_by")
     if proposer is not None and not (isinstance(proposer, dict) and isinstance(proposer.get("username"), str)
                                      and isinstance(proposer.get("at"), str)):
         return ["proposed_by is neither null nor a user's name, roles and when they proposed"]
+    if body.get("kind") == APPROVAL_KIND and proposer is None and tightening(body.get("subject"), body.get("before"),
+                                                                             body.get("after")):
+        return []  # one person's, or the platform's (changed_by null), as every tightening is
     if body.get("kind") in _CONFIRMED:
         did, doing = _CONFIRMED[body["kind"]]
         if not isinstance(by, dict):
@@ -86,6 +92,21 @@ def _approval_problem(subject, state) -> str | None:
                                                                                  bool):
         return "names a role that is neither null nor a name, or a requires_approval that is not a boolean"
     return None
+
+
+def looser(before: dict, after: dict) -> bool:
+    """Whether `after` loosens `before` (approvals by name): requires_approval lifted, or a set
+    approver role changed or cleared."""
+    if before.get("requires_approval") and not after.get("requires_approval"):
+        return True
+    return before.get("approver_role") is not None and after.get("approver_role") != before.get("approver_role")
+
+
+def tightening(subject, before, after) -> bool:
+    """Whether an approval change's before and after are approvals of the subject, unlike, and the
+    change loosens nothing."""
+    return (_approval_problem(subject, before) is None and _approval_problem(subject, after) is None
+            and before != after and not looser(before, after))
 
 
 def _fingerprint_problem(state, *, after: bool) -> str | None:

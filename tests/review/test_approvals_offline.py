@@ -11,6 +11,7 @@ import json
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 
 from agents.models import Agent, Tool
 from review.verification import review_verify_chain
@@ -55,7 +56,10 @@ def _called(run: Run) -> RunEvent:
 
 
 def test_requires_approval_lifted_by_an_update_between_two_runs_fails_offline(demo, tmp_path):
-    _gated("secops")
+    # Gated as it was registered (no change of it sealed; a one-step tightening would be, and the server
+    # would hold the tool to it: test_trust_chain_tightening.py).
+    Tool.objects.filter(name="delete_account").update(requires_approval=True,
+                                                      approver_role=Group.objects.get(name="secops"))
     gated = _deleted()
     assert _called(gated).data["approval"] == {"requires_approval": True, "approver_role": "secops"}
     Tool.objects.filter(name="delete_account").update(requires_approval=False)  # the DBA: no proposal, no record
