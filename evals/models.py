@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from agents.models import Agent
+from core.proposals import Proposal
 from runs.states import ErrorCode, StopReason
 
 
@@ -133,7 +134,7 @@ class GoldenCaseVersion(models.Model):
         return f"{self.agent_slug}/{self.case_name} v{self.version} ({self.action})"
 
 
-class GoldenCaseProposal(models.Model):
+class GoldenCaseProposal(Proposal):
     """A governance admin's change of a golden case that could loosen the gate (an edit, a deletion, a
     recording). It changes nothing and the gate ignores it: only a different governance admin's
     approval applies it (evals.proposals), and the version written then names both. Refused by
@@ -144,12 +145,6 @@ class GoldenCaseProposal(models.Model):
         DELETE = "delete"
         RECORD = "record"
 
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        APPROVED = "approved"
-        REFUSED = "refused"
-        WITHDRAWN = "withdrawn"
-
     case = models.ForeignKey(GoldenCase, null=True, on_delete=models.SET_NULL, related_name="proposals")
     agent_slug = models.SlugField(max_length=64)
     case_name = models.SlugField(max_length=80)
@@ -158,16 +153,6 @@ class GoldenCaseProposal(models.Model):
     changes = models.JSONField(default=dict, help_text="For an update: the fields and their new values; for a "
                                                        "recording: the recordings made against the live data.")
     note = models.CharField(max_length=300, blank=True)
-    proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                                   related_name="+")
-    decided_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-id"]
-        default_permissions = ("view",)
 
     def __str__(self) -> str:
         return f"{self.kind} {self.agent_slug}/{self.case_name} by {self.proposed_by} ({self.status})"

@@ -17,23 +17,16 @@ load_demo) is not a person and changes cases in one step.
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from agents.models import Agent
-from core.api_errors import Conflict, DomainError, Forbidden
-from core.four_eyes import check_fresh, check_second_admin
+from core import proposals
+from core.api_errors import Conflict, DomainError
+from core.four_eyes import check_second_admin
+from core.proposals import NotPending, ProposalStale  # noqa: F401 (their codes are this API's too)
 from evals.cases import _person, case_changed, case_delete, case_values, keep_recording, recording_of
 from evals.models import GoldenCase, GoldenCaseProposal
 
-K, S = GoldenCaseProposal.Kind, GoldenCaseProposal.Status
-
-
-class ProposalStale(Conflict):
-    code = "proposal_stale"
-
-
-class NotPending(Conflict):
-    code = "proposal_decided"
+K = GoldenCaseProposal.Kind
 
 
 def _json(field: str, value):
@@ -86,51 +79,32 @@ def propose_record(case: GoldenCase, *, user, via: str = ""):
     return propose(case, K.RECORD, user=user, changes={"recordings": recording_of(case)}, note=via)
 
 
-def _locked(proposal: GoldenCaseProposal) -> GoldenCaseProposal:
-    locked = GoldenCaseProposal.objects.select_for_update().get(pk=proposal.pk)
-    if locked.status != S.PENDING:
-        raise NotPending(f"proposal {locked.pk} was {locked.status} already", details={"proposal": locked.pk})
-    return locked
-
-
 def _what(proposal: GoldenCaseProposal) -> str:
     return f"the {proposal.kind} of golden case {proposal.agent_slug}/{proposal.case_name}"
 
 
-def _decided(proposal: GoldenCaseProposal, status: str, user) -> GoldenCaseProposal:
-    proposal.status, proposal.decided_by, proposal.decided_at = status, user, timezone.now()
-    proposal.save(update_fields=["status", "decided_by", "decided_at"])
-    return proposal
+def _check_second(user, proposal: GoldenCaseProposal, what: str, details: dict) -> None:
+    check_second_admin(user, what=what, parties=[(proposal.proposed_by, "proposed it")], details=details)
+
+
+def _apply_proposed(proposal: GoldenCaseProposal, details: dict, *, user) -> None:
+    case = GoldenCase.objects.select_for_update().select_related("agent").filter(pk=proposal.case_id).first()
+    if case is None or case.version != proposal.base_version:
+        raise ProposalStale(f"{_what(proposal)} was proposed against version {proposal.base_version}, and the case "
+                            "has changed since (or is gone); propose it again", details=details)
+    _apply(case, proposal.kind, proposal.changes, user=user, proposed_by=proposal.proposed_by, note=proposal.note)
 
 
 def approve(proposal: GoldenCaseProposal, *, user) -> GoldenCaseProposal:
     """A second governance admin applies the proposal; its version names both."""
-    details = {"proposal": proposal.pk}
-    with transaction.atomic():
-        locked = _locked(proposal)
-        check_second_admin(user, what=_what(locked), parties=[(locked.proposed_by, "proposed it")], details=details)
-        check_fresh(locked.created_at, what=_what(locked), details=details)
-        case = GoldenCase.objects.select_for_update().select_related("agent").filter(pk=locked.case_id).first()
-        if case is None or case.version != locked.base_version:
-            raise ProposalStale(f"{_what(locked)} was proposed against version {locked.base_version}, and the case "
-                                "has changed since (or is gone); propose it again", details=details)
-        _apply(case, locked.kind, locked.changes, user=user, proposed_by=locked.proposed_by, note=locked.note)
-        return _decided(locked, S.APPROVED, user)
+    return proposals.approve(proposal, user=user, what=_what(proposal), check_second=_check_second,
+                             apply=lambda locked, details: _apply_proposed(locked, details, user=user))
 
 
 def refuse(proposal: GoldenCaseProposal, *, user) -> GoldenCaseProposal:
     """Another governance admin turns the proposal down (its proposer withdraws it instead)."""
-    with transaction.atomic():
-        locked = _locked(proposal)
-        check_second_admin(user, what=f"refusing {_what(locked)}", parties=[(locked.proposed_by, "proposed it")],
-                           details={"proposal": locked.pk, "hint": "the proposer withdraws it"})
-        return _decided(locked, S.REFUSED, user)
+    return proposals.refuse(proposal, user=user, what=_what(proposal), check_second=_check_second)
 
 
 def withdraw(proposal: GoldenCaseProposal, *, user) -> GoldenCaseProposal:
-    with transaction.atomic():
-        locked = _locked(proposal)
-        if locked.proposed_by_id != getattr(user, "pk", None):
-            raise Forbidden("only its proposer may withdraw a proposal; another governance admin refuses it",
-                            details={"proposal": locked.pk})
-        return _decided(locked, S.WITHDRAWN, user)
+    return proposals.withdraw(proposal, user=user, refuser="governance admin")

@@ -12,6 +12,7 @@ from django.db import models
 from django.utils import timezone
 
 from agents.models import Agent
+from core.proposals import Proposal
 from runs.models import AppendOnlyModel, Receipt, Run
 
 
@@ -71,7 +72,7 @@ class SamplingRule(models.Model):
             raise ValidationError({"tools": "the 'tool' trigger needs at least one tool name"})
 
 
-class SamplingRuleProposal(models.Model):
+class SamplingRuleProposal(Proposal):
     """A person's change of a sampling rule that would look at fewer runs (a deletion, disabling, a
     lower percentage, a trigger or tool dropped, a narrower agent). It changes nothing: only a
     different compliance member or governance admin's approval applies it (review.rules), and the
@@ -82,28 +83,12 @@ class SamplingRuleProposal(models.Model):
         UPDATE = "update"
         DELETE = "delete"
 
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        APPROVED = "approved"
-        REFUSED = "refused"
-        WITHDRAWN = "withdrawn"
-
     rule = models.ForeignKey(SamplingRule, null=True, on_delete=models.SET_NULL, related_name="proposals")
     rule_name = models.CharField(max_length=128)
     kind = models.CharField(max_length=8, choices=Kind.choices)
     base_updated_at = models.DateTimeField(help_text="The rule's updated_at the change was proposed against.")
     changes = models.JSONField(default=dict, help_text="For an update: the fields and their new values.")
     loosens = models.JSONField(default=list, help_text="Why it needs a second person: what it would sample less.")
-    proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                                   related_name="+")
-    decided_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-id"]
-        default_permissions = ("view",)
 
     def __str__(self) -> str:
         return f"{self.kind} of sampling rule {self.rule_name} by {self.proposed_by} ({self.status})"

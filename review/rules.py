@@ -20,25 +20,18 @@ from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from agents.models import Agent
-from core.api_errors import Conflict, DomainError, Forbidden
-from core.four_eyes import check_fresh, check_second_admin
+from core import proposals
+from core.api_errors import Conflict, DomainError
+from core.four_eyes import check_second_admin
+from core.proposals import NotPending, ProposalStale  # noqa: F401 (their codes are this API's too)
 from review.models import SamplingRule, SamplingRuleProposal
 from review.views import may_see_dashboard
 
-K, S = SamplingRuleProposal.Kind, SamplingRuleProposal.Status
+K = SamplingRuleProposal.Kind
 FIELDS = ("name", "agent", "percentage", "always", "tools", "enabled", "note")
 CONFIRMER = "compliance member or governance admin"
-
-
-class ProposalStale(Conflict):
-    code = "proposal_stale"
-
-
-class NotPending(Conflict):
-    code = "proposal_decided"
 
 
 def _person(user):
@@ -138,13 +131,6 @@ def rule_delete(rule: SamplingRule, *, user) -> SamplingRuleProposal | None:
         return _propose(locked, K.DELETE, user=user, changes={}, loosens=["deletes the rule"])
 
 
-def _locked(proposal: SamplingRuleProposal) -> SamplingRuleProposal:
-    locked = SamplingRuleProposal.objects.select_for_update().get(pk=proposal.pk)
-    if locked.status != S.PENDING:
-        raise NotPending(f"proposal {locked.pk} was {locked.status} already", details={"proposal": locked.pk})
-    return locked
-
-
 def _what(proposal: SamplingRuleProposal) -> str:
     return f"the {proposal.kind} of sampling rule {proposal.rule_name}"
 
@@ -154,42 +140,26 @@ def _check_second(user, proposal: SamplingRuleProposal, what: str, details: dict
                        may_confirm=may_see_dashboard, confirmer=CONFIRMER)
 
 
-def _decided(proposal: SamplingRuleProposal, status: str, user) -> SamplingRuleProposal:
-    proposal.status, proposal.decided_by, proposal.decided_at = status, user, timezone.now()
-    proposal.save(update_fields=["status", "decided_by", "decided_at"])
-    return proposal
+def _apply_proposed(proposal: SamplingRuleProposal, details: dict) -> None:
+    rule = SamplingRule.objects.select_for_update().filter(pk=proposal.rule_id).first()
+    if rule is None or rule.updated_at != proposal.base_updated_at:
+        raise ProposalStale(f"{_what(proposal)} was proposed against the rule as it was at "
+                            f"{proposal.base_updated_at.isoformat()}, and it has changed since (or is gone); "
+                            "propose it again", details=details)
+    if _apply(rule, proposal.kind, proposal.changes) is None:
+        proposal.rule = None
 
 
 def approve(proposal: SamplingRuleProposal, *, user) -> SamplingRuleProposal:
     """A second person applies the proposal: the rule as it stood when proposed, or 409."""
-    details = {"proposal": proposal.pk}
-    with transaction.atomic():
-        locked = _locked(proposal)
-        _check_second(user, locked, _what(locked), details)
-        check_fresh(locked.created_at, what=_what(locked), details=details)
-        rule = SamplingRule.objects.select_for_update().filter(pk=locked.rule_id).first()
-        if rule is None or rule.updated_at != locked.base_updated_at:
-            raise ProposalStale(f"{_what(locked)} was proposed against the rule as it was at "
-                                f"{locked.base_updated_at.isoformat()}, and it has changed since (or is gone); "
-                                "propose it again", details=details)
-        if _apply(rule, locked.kind, locked.changes) is None:
-            locked.rule = None
-        return _decided(locked, S.APPROVED, user)
+    return proposals.approve(proposal, user=user, what=_what(proposal), check_second=_check_second,
+                             apply=_apply_proposed)
 
 
 def refuse(proposal: SamplingRuleProposal, *, user) -> SamplingRuleProposal:
     """Another person turns the proposal down (its proposer withdraws it instead)."""
-    with transaction.atomic():
-        locked = _locked(proposal)
-        _check_second(user, locked, f"refusing {_what(locked)}",
-                      {"proposal": locked.pk, "hint": "the proposer withdraws it"})
-        return _decided(locked, S.REFUSED, user)
+    return proposals.refuse(proposal, user=user, what=_what(proposal), check_second=_check_second)
 
 
 def withdraw(proposal: SamplingRuleProposal, *, user) -> SamplingRuleProposal:
-    with transaction.atomic():
-        locked = _locked(proposal)
-        if locked.proposed_by_id != getattr(user, "pk", None):
-            raise Forbidden(f"only its proposer may withdraw a proposal; another {CONFIRMER} refuses it",
-                            details={"proposal": locked.pk})
-        return _decided(locked, S.WITHDRAWN, user)
+    return proposals.withdraw(proposal, user=user, refuser=CONFIRMER)
