@@ -243,3 +243,28 @@ def test_a_caller_rewritten_in_the_database_still_cannot_approve_their_run(demo)
     as_dba.force_login(dba)
     answer = as_dba.post(f"/api/v1/approvals/{approval.id}/approve/", {"reason": "mine"}, format="json")
     assert answer.status_code == 403 and "own run" in answer.json()["error"]["message"]
+
+
+def test_a_puppet_made_after_the_run_parked_cannot_approve_it_either(demo):
+    """What the caller set up is kept under the governance stamp from the park's notice on (the
+    approvers it tells are those the caller did not set up): an account the caller makes and puts in
+    the role afterwards moves the stamp, so the decision reads it again."""
+    admin = User.objects.get(username="admin")
+    admin.groups.add(Group.objects.get(name="operators"))
+    from runs.notify import approvers, read_request
+
+    approval = parked(user="admin")[1]
+    # Who the park's notice tells (its approvers): this reads what admin had set up then, nobody yet.
+    assert "approver" in {user.username for user in approvers(read_request(approval.id))}
+    web = _superuser_web()
+    assert web.post("/admin/auth/user/add/", {"username": "late-puppet", "password1": "puppet-pass-123",
+                                              "password2": "puppet-pass-123", "usable_password": "true"}).status_code == 302
+    puppet = User.objects.get(username="late-puppet")
+    assert web.post(f"/admin/auth/user/{puppet.pk}/change/", {
+        "username": "late-puppet", "is_active": "on", "groups": [Group.objects.get(name="secops").pk],
+        "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00", "initial-date_joined_0": "2026-01-01",
+        "initial-date_joined_1": "00:00:00"}).status_code == 302
+    as_puppet = APIClient()
+    as_puppet.force_login(puppet)
+    answer = as_puppet.post(f"/api/v1/approvals/{approval.id}/approve/", {"reason": "mine"}, format="json")
+    assert answer.status_code == 403 and "created your account" in answer.json()["error"]["message"]
