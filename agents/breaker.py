@@ -5,12 +5,13 @@ profile whose server failed MODEL_BREAKER_FAILURES attempts in a row is skipped 
 MODEL_BREAKER_COOLDOWN_SECONDS; then exactly one caller (a compare-and-set on opened_until)
 probes it, and a success closes the breaker for all. Slow I/O never happens under these locks.
 
-One breaker object serves a run's time slice (runs.advance makes one per slice). It reads a
-profile's row before a model call, and trusts a row it found healthy (closed, no failure in a
-row, a success less than SUCCESS_WRITE_INTERVAL old) for the calls that follow, without reading
-it again, until that success is as old as the interval or this object sees a failure itself. So
-a worker learns of another's failures within seconds, not at its very next call: the breaker
-spares a failing server its load, it does not decide whether a run may go on.
+One breaker object serves a worker process (runs.advance keeps one for every run it advances). It
+reads a profile's row before a model call, and trusts a row it found healthy (closed, no failure
+in a row, a success less than SUCCESS_WRITE_INTERVAL old) for the calls that follow, whichever run
+makes them, without reading it again, until that success is as old as the interval or this object
+sees a failure itself. So a worker learns of another's failures within seconds, not at its very
+next call: the breaker spares a failing server its load, it does not decide whether a run may go
+on. Its thresholds are read from settings at each use unless given.
 """
 
 import logging
@@ -44,13 +45,20 @@ class DatabaseBreaker:
     breaker saves a dead server from load, it does not decide whether a run may proceed."""
 
     def __init__(self, *, failures: int | None = None, cooldown_seconds: float | None = None):
-        self.failures = failures or settings.WARRANT["MODEL_BREAKER_FAILURES"]
-        self.cooldown = timedelta(seconds=cooldown_seconds or settings.WARRANT["MODEL_BREAKER_COOLDOWN_SECONDS"])
-        self._has_row: set[str] = set()  # profiles whose health row allow() found (rows are never deleted)
+        self._failures, self._cooldown = failures, cooldown_seconds
         # Profiles whose row allow() last saw closed, with no failure and a recent success, and
         # that success's time: until it is SUCCESS_WRITE_INTERVAL old, allow() trusts the row
-        # without reading it, and a success writes nothing (see succeeded).
+        # without reading it, and a success writes nothing (see succeeded). Threads of a process
+        # share it: a lost update between two of them costs a read, never a call let through.
         self._clean: dict[str, object] = {}
+
+    @property
+    def failures(self) -> int:
+        return self._failures or settings.WARRANT["MODEL_BREAKER_FAILURES"]
+
+    @property
+    def cooldown(self) -> timedelta:
+        return timedelta(seconds=self._cooldown or settings.WARRANT["MODEL_BREAKER_COOLDOWN_SECONDS"])
 
     def allow(self, profile: str) -> bool:
         now = timezone.now()
@@ -60,8 +68,6 @@ class DatabaseBreaker:
             return True
         try:
             row = _health(profile)
-            if row is not None:
-                self._has_row.add(profile)
             opened_until = row[0] if row is not None else None
             if opened_until is None:
                 if row is not None and row[1] == 0 and row[2] is not None and row[2] > now - SUCCESS_WRITE_INTERVAL:
@@ -87,7 +93,7 @@ class DatabaseBreaker:
             changed = rows.exclude(consecutive_failures=0, opened_until=None,
                                    last_success_at__gt=now - SUCCESS_WRITE_INTERVAL).update(
                 consecutive_failures=0, opened_until=None, last_success_at=now, last_latency_ms=latency_ms)
-            if not changed and profile not in self._has_row and not rows.exists():
+            if not changed and not rows.exists():  # the first success of a profile: its row
                 ModelProfileHealth.objects.get_or_create(profile_name=profile, defaults={
                     "last_success_at": now, "last_latency_ms": latency_ms})
         except DatabaseError:

@@ -67,13 +67,17 @@ def _deps(run: Run, worker: str) -> harness.Deps:
         return str(found.pk) if found is not None else None
 
     return harness.Deps(
-        # One breaker for the slice: a healthy profile's row is read once, not before every call.
-        complete=partial(model_complete, chain=chain, breaker=DatabaseBreaker()),
+        # The process's breaker: a healthy profile's row is read once every few seconds, not before
+        # every call or run (agents.breaker).
+        complete=partial(model_complete, chain=chain, breaker=BREAKER),
         execute=execute,
         granted_now=granted_now,
         leaks=lambda arguments: redaction.leaks(arguments, secrets=redaction.env_secrets()),
         standing=standing,
     )
+
+
+BREAKER = DatabaseBreaker()
 
 
 def _decisions(run: Run) -> dict[str, dict]:

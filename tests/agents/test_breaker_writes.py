@@ -67,3 +67,31 @@ def test_a_healthy_row_is_read_once_for_the_calls_that_follow():
     with CaptureQueriesContext(connection) as queries:
         assert breaker.allow("p")
     assert len(queries) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_process_breaker_reads_a_healthy_profile_once_for_the_runs_that_follow(demo):
+    """runs.advance keeps one breaker a process: the second run in a row reads no health row."""
+    from django.contrib.auth.models import User
+
+    from runs.services import run_start
+
+    caller = User.objects.get(username="operator")
+
+    def health_reads() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            run, _ = run_start(agent_slug="crm-assistant", input_text="How healthy is Acme Corp?", caller=caller)
+        run.refresh_from_db()
+        assert run.status == "succeeded"
+        return sum('"agents_modelprofilehealth"' in q["sql"] and q["sql"].startswith("SELECT") for q in queries)
+
+    health_reads()  # its success leaves the row clean and recent (or finds it so)
+    health_reads()
+    assert health_reads() == 0
+
+
+def test_its_thresholds_are_the_settings_of_the_moment_unless_given(settings):
+    breaker = DatabaseBreaker()
+    settings.WARRANT = settings.WARRANT | {"MODEL_BREAKER_FAILURES": 7, "MODEL_BREAKER_COOLDOWN_SECONDS": 9}
+    assert (breaker.failures, breaker.cooldown) == (7, timedelta(seconds=9))
+    assert DatabaseBreaker(failures=2, cooldown_seconds=3).failures == 2
