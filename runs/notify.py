@@ -33,7 +33,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
 from django.db import transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import Exists, OuterRef, Subquery
 from django.db.models.fields.json import KT
 from django.urls import reverse
 from django.utils import timezone
@@ -117,10 +117,14 @@ def _after_commit(event: str, approval: ApprovalRequest, by: str = "") -> None:
 
 def _send(event: str, approval_id, by: str = "", *, known: ApprovalRequest | None = None) -> None:
     try:
-        approval = read_request(approval_id) if known is None else _as_now(event, known)
+        if known is not None and event != DECIDED:
+            approval, users = _waiting(known)
+        else:
+            approval = read_request(approval_id) if known is None else known  # a closed request stays closed
+            users = [] if approval is None else recipients(event, approval)
         if approval is None or (event != DECIDED and approval.status != ApprovalRequest.Status.PENDING):
             return  # decided (or gone) before the news went out: nothing is waiting any more
-        users = [user for user in recipients(event, approval) if user.is_active and user.email]
+        users = [user for user in users if user.is_active and user.email]
         failed = mail(event, [(user, message(event, approval, user, by=by)) for user in users])
         problems: list[str] = []
         if not notify_webhook.deliver(facts(event, approval, by=by), counts=(SENT, FAILURES), problems=problems) \
@@ -153,11 +157,25 @@ def _keep_for_retry(event: str, approval: ApprovalRequest, failed: list, *, by: 
         for user, error in failed])
 
 
-def _as_now(event: str, known: ApprovalRequest) -> ApprovalRequest | None:
-    """`known`, the request as the transaction that just committed left it, if a notice of `event`
-    would say the same of it now; else the request read again (None if gone)."""
-    if event == DECIDED:
-        return known  # a closed request does not change again
+def _waiting(known: ApprovalRequest) -> tuple[ApprovalRequest | None, list]:
+    """The request a waiting notice (raised, recorded, escalated) speaks of and who may decide it now. `known` is the
+    request as the transaction that just committed left it: its approvers are asked for in one
+    statement that finds them only while the request still stands so (pending, its role, its
+    count). Nobody found, it moved on since or nobody may decide it: it is read again (_as_now)."""
+    from runs.approvals import deciders  # it imports this module
+
+    still = ApprovalRequest.objects.filter(pk=known.pk, status=ApprovalRequest.Status.PENDING,
+                                           approver_role_id=known.approver_role_id,
+                                           approvals_count=known.approvals_count)
+    if found := deciders(known, _reachable(known).filter(Exists(still))):
+        return known, found
+    approval = _as_now(known)
+    return approval, [] if approval is None else approvers(approval)
+
+
+def _as_now(known: ApprovalRequest) -> ApprovalRequest | None:
+    """`known` if a waiting notice would say the same of it now; else the request read again (None
+    if gone or decided)."""
     now = (ApprovalRequest.objects.filter(pk=known.pk)
            .values_list("status", "approver_role_id", "approvals_count").first())
     if now is None or now[0] != ApprovalRequest.Status.PENDING:
@@ -186,7 +204,12 @@ def approvers(approval: ApprovalRequest) -> list:
     # runs.approvals calls into this module; its rule is imported where it is used.
     from runs.approvals import deciders
 
-    return deciders(approval, approval.approver_role.user_set.filter(is_active=True).exclude(email=""))
+    return deciders(approval, _reachable(approval))
+
+
+def _reachable(approval: ApprovalRequest):
+    """The members of the request's role a mail can reach."""
+    return approval.approver_role.user_set.filter(is_active=True).exclude(email="")
 
 
 def _what(approval: ApprovalRequest) -> str:
