@@ -52,6 +52,10 @@ class DatabaseBreaker:
         # share it: a lost update between two of them costs a read, never a call let through.
         self._clean: dict[str, object] = {}
 
+    def forget(self) -> None:
+        """Trust no row read before: the next call of each profile reads its row again."""
+        self._clean.clear()
+
     @property
     def failures(self) -> int:
         return self._failures or settings.WARRANT["MODEL_BREAKER_FAILURES"]

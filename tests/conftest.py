@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from agents.models import Tool
 from runs import witness
+from runs.advance import BREAKER
 from runs.demo import demo_load
 from tests import factories
 from tests.security.figures import FIGURES as SECURITY_FIGURES
@@ -181,6 +182,13 @@ def _no_checkpoint_seen():
     """Each test's database starts without the checkpoints an earlier test made: the witness's
     interval clock (runs.witness._last_seen) starts unset too."""
     witness._last_seen[0] = None
+
+
+@pytest.fixture(autouse=True)
+def _no_health_row_trusted():
+    """Nor without the model profiles' health rows: the process's breaker (runs.advance.BREAKER)
+    trusts none it read in an earlier test."""
+    BREAKER.forget()
 
 
 @pytest.fixture(autouse=True)
