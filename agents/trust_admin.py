@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 
 from agents import trust
 from agents.models import ToolSource, TrustChange, TrustProposal
-from agents.trust_approval import approval_propose
+from agents.trust_approval import approval_looser, approval_propose
 from core.admin import ReadOnlyAdmin
 from core.api_errors import DomainError
 
@@ -62,9 +62,17 @@ class TrustChangeAdmin(ReadOnlyAdmin):
     """The sealed trust chain: who marked which tool or source trusted, or not, and who loosened an
     approval or re-approved a change (before and after), and when: written by agents.trust only."""
 
-    list_display = ["seq", "changed_at", "kind", "subject", "name", "was_trusted", "trusted", "before", "after",
+    list_display = ["seq", "changed_at", "what", "subject", "name", "was_trusted", "trusted", "before", "after",
                     "changed_by", "proposed_by", "reason"]
     list_filter = ["kind", "subject", "trusted"]
+
+    @admin.display(description="kind", ordering="kind")
+    def what(self, change: TrustChange) -> str:
+        # An approval record is a confirmed loosening, or since 96e1afd a one-step tightening.
+        if change.kind == TrustChange.Kind.APPROVAL and isinstance(change.before, dict) \
+                and isinstance(change.after, dict) and not approval_looser(change.before, change.after):
+            return "Approval tightened (one step)"
+        return change.get_kind_display()
     search_fields = ["name", "reason"]
 
 

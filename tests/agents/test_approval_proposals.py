@@ -209,3 +209,6 @@ def test_the_workbench_lists_the_sealed_loosening_with_its_kind_before_and_after
     assert "Approval loosened" in text and "delete_account" in text
     # The approval as it was and as the confirmation left it, as the chain sealed them.
     assert "&quot;requires_approval&quot;: true" in text and "&quot;requires_approval&quot;: false" in text
+    # The gate set again in one step is sealed too (a tightening), and said to be one.
+    assert _api(_admin()).patch(TOOL, {"requires_approval": True}, format="json").status_code == 200
+    assert "Approval tightened (one step)" in browser.get("/admin/agents/trustchange/").content.decode()
