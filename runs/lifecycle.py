@@ -305,12 +305,13 @@ def run_requeue(run: Run, *, decided: tuple, deadline_at, claim_for: str | None 
     same statement); the run's deadline moved on by the time it waited. `run` was read under its row
     lock. `claim_for`: runs.queue.claimed_here() as the decision's transaction began; then queued ->
     running too, in the same statement, for this process to advance the run once this commits."""
-    fields, events, claimed = {"deadline_at": deadline_at}, [decided], {}
+    fields, events = {"deadline_at": deadline_at}, [decided]
     if worker := claim_for:
-        claimed, _expect, event = claim(run, worker, timezone.now())  # the lock holds the row as read
+        claim_columns, _expect, event = claim(run, worker, timezone.now())  # the lock holds the row as read
+        fields = claim_columns | fields  # the deadline moved on by the wait, whatever a claim would set
         events.append(event)
-    if not _write(run, status=RunStatus.RUNNING if claimed else RunStatus.QUEUED, via=RunStatus.QUEUED if claimed else None,
-                  fields=fields | claimed, events=events):
+    if not _write(run, status=RunStatus.RUNNING if claim_for else RunStatus.QUEUED,
+                  via=RunStatus.QUEUED if claim_for else None, fields=fields, events=events):
         raise Conflict(f"run {run.id} changed status concurrently")
     enqueue(run.id, known=run)
 
