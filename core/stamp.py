@@ -10,7 +10,7 @@ Migration governance 0006 creates the triggers. For a migration author:
   drops its triggers: end that migration with
   `migrations.RunPython(stamp.create_triggers, migrations.RunPython.noop)`;
 - a table added to TABLES needs a migration with that same operation, after the one that
-  creates the table.
+  creates the table (and after governance 0006); the operation skips tables not made yet.
 tests/test_triggers.py fails when either is forgotten.
 """
 
@@ -19,14 +19,16 @@ from django.db import connection
 from core.triggers import Trigger, TriggerSet
 
 # Every table runs.freeze reads, directly or through a join (tests/runs/test_freeze_cache.py
-# checks the list against the SQL an uncached freeze sends), and the tool sources, which the
-# dispatcher's live check per call reads with the tool's row.
+# checks the list against the SQL an uncached freeze sends), the tool sources, which the
+# dispatcher's live check per call reads with the tool's row, and the review's sampling rules,
+# which every seal reads (review.sampling; their triggers come from review migration 0003).
 TABLES = (
     "agents_agent", "agents_agentversion", "agents_tool", "agents_toolsource",
     "governance_policy", "governance_policy_agents", "governance_toolgrant",
     "skills_skill",
     "auth_group", "auth_user_groups", "auth_group_permissions", "auth_user_user_permissions", "auth_permission",
     "django_content_type",
+    "review_samplingrule",
 )
 STAMP_TABLE = "governance_governancestamp"
 

@@ -11,7 +11,7 @@ triggers with it. Such a migration must end with the same RunPython operation ag
 tests/test_triggers.py fails for one that does not.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -52,13 +52,22 @@ class TriggerSet:
         return statements
 
     def create(self, connection) -> None:
-        with connection.cursor() as cursor:
-            for statement in self.create_statements(connection.vendor):
-                cursor.execute(statement)
+        """Create the set's triggers on the tables the database has: a table a later migration makes
+        gets its triggers from a migration after that one (see core.stamp)."""
+        self._execute(connection, self._on_tables_present(connection).create_statements(connection.vendor))
 
     def drop(self, connection) -> None:
+        self._execute(connection, self._on_tables_present(connection).drop_statements(connection.vendor))
+
+    def _on_tables_present(self, connection) -> "TriggerSet":
+        present = set(connection.introspection.table_names())
+        return replace(self, sqlite=tuple(t for t in self.sqlite if t.table in present),
+                       postgresql=tuple(t for t in self.postgresql if t.table in present))
+
+    @staticmethod
+    def _execute(connection, statements: list[str]) -> None:
         with connection.cursor() as cursor:
-            for statement in self.drop_statements(connection.vendor):
+            for statement in statements:
                 cursor.execute(statement)
 
     def missing(self, connection) -> list[str]:

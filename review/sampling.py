@@ -5,7 +5,7 @@ receipt sealed and the run's row, in the run's final transaction: each trigger t
 that the run meets is a reason, and so is the percentage's draw, sha256(seed ":" run id) read as a
 number in [0, 1): the same run and rule always draw the same, so anyone holding the rules can
 check that nothing sampled was left out and nothing was added. A sampled run gets one ReviewItem
-with every reason (rule, trigger, detail). One query reads the rules.
+with every reason (rule, trigger, detail). One query reads the rules, kept under the governance stamp.
 """
 
 import hashlib
@@ -16,6 +16,7 @@ from decimal import Decimal
 from django.db import DatabaseError, transaction
 from django.db.models import Q
 
+from core import stamp as governance_stamp
 from review.models import ReviewItem, SamplingRule, Trigger
 from runs.model_answer import model_answer
 from runs.states import ErrorCode, RunStatus, StopReason
@@ -90,9 +91,15 @@ def reasons_for(run, body: dict, rules) -> list[dict]:
     return reasons
 
 
+# The enabled rules for an agent, kept while the governance stamp holds (a write to the rules moves
+# it: core.stamp), as the frozen governance is: a seal reads the stamp, not the rules, most times.
+_RULES = governance_stamp.Kept(limit=1_000)
+
+
 def rules_for(run) -> list[SamplingRule]:
-    return list(SamplingRule.objects.filter(Q(agent__isnull=True) | Q(agent_id=run.agent_id), enabled=True)
-                .order_by("name", "id"))
+    return _RULES.get_or_load(run.agent_id, lambda: list(
+        SamplingRule.objects.filter(Q(agent__isnull=True) | Q(agent_id=run.agent_id), enabled=True)
+        .order_by("name", "id")))
 
 
 def sample_sealed(*, run, receipt, body: dict, **_) -> ReviewItem | None:
