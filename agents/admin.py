@@ -22,7 +22,8 @@ from core.permissions import is_governance_admin
 from core.approver_roles import StaffedApproverRoleForm
 # Registers the trust changes' and the proposals' admins; the forms below propose through it.
 from agents.trust_admin import each, mark, propose_loosening
-from agents.trust_approval import change_propose, loosening_split, reapproval_proposed
+from agents.trust_approval import approval_state, approval_tightened, change_propose, loosening_split, \
+    reapproval_proposed
 
 
 class ToolSourceAdminForm(StaffedApproverRoleForm):
@@ -166,6 +167,8 @@ class ToolAdmin(admin.ModelAdmin):
             if "approver_role" in loosening:
                 obj.approver_role_id = stored.approver_role_id
         super().save_model(request, obj, form, change)
+        if change:  # what is left of the approval change tightens it or leaves it: sealed if it tightens
+            approval_tightened(obj, approval_state(stored), user=request.user)
         if marked:
             mark(self, request, obj, form.cleaned_data["trusted_output"])
         if loosening:

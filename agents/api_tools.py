@@ -134,7 +134,7 @@ class ToolDetailApi(GenericAPIView):
                     tool = tool_trust(tool=tool, trusted=False, user=request.user, reason=reason)
                 elif tool.tool_source_id or not tool.trusted_output:  # a discovered tool: 409 from agents.trust
                     proposal = trust_propose(target=tool, user=request.user, reason=reason)
-            tool = services.tool_update(tool=tool, values=values)
+            tool = services.tool_update(tool=tool, values=values, user=request.user)  # a tightening: sealed as theirs
             if loosening:
                 proposal = approval_propose(target=tool, user=request.user, change=loosening, reason=reason)
         return proposed(proposal) if proposal is not None else Response(self.get_serializer(tool).data)

@@ -184,3 +184,30 @@ def test_a_target_changed_while_the_check_ran_is_left_to_the_next_one(demo):
     with mock.patch.object(trust_verification, "trust_head", return_value=(sealed.seq - 1, sealed.prev_hash)):
         checked = review_verify_chain()
     assert checked.valid, checked.failures
+
+
+def test_a_tightening_over_the_api_or_in_the_admin_form_is_sealed_as_the_admins(demo):
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(_admin())
+    response = api.patch("/api/v1/tools/delete_account/", {"requires_approval": True, "approver_role": "secops"},
+                         format="json")
+    assert response.status_code == 200, response.json()
+    assert (_newest().name, _newest().after, _newest().changed_by, _newest().proposed_by) == (
+        "delete_account", {"requires_approval": True, "approver_role": "secops"}, _admin(), None)
+    browser = Client()
+    browser.force_login(_admin())
+    tool = Tool.objects.get(name="send_email")
+    form = {"name": tool.name, "description": tool.description, "input_schema": json.dumps(tool.input_schema),
+            "timeout_seconds": tool.timeout_seconds, "approver_role": _group("secops").pk, "enabled": "on",
+            "requires_approval": "on"}
+    response = browser.post(f"/admin/agents/tool/{tool.pk}/change/",
+                            form | ({"trusted_output": "on"} if tool.trusted_output else {}))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert (_newest().name, _newest().before, _newest().after, _newest().changed_by) == (
+        "send_email", {"requires_approval": False, "approver_role": None},
+        {"requires_approval": True, "approver_role": "secops"}, _admin())
+    Tool.objects.filter(name="send_email").update(requires_approval=False)  # the DBA
+    assert any("tool send_email: it no longer requires approval" in p for p in _problems())
