@@ -32,3 +32,27 @@ class PaginatedList:
     def list_response(self):
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+
+def proposal_decision_view(*, decide, model, serializer, permission, operation: str, name: str, summary: str,
+                           description: str):
+    """POST on a maker-checker proposal (core.proposals): `decide(proposal, user=)` (approve, refuse or
+    withdraw), answered with the proposal as it is then. `operation` is its schema operation id, `name`
+    the view class's name."""
+    from drf_spectacular.utils import extend_schema
+    from rest_framework.generics import GenericAPIView
+    from rest_framework.response import Response
+
+    class DecisionApi(GenericAPIView):
+        permission_classes = [permission]
+        serializer_class = serializer
+        queryset = model.objects.all()
+        lookup_url_kwarg = "proposal_id"
+
+        @extend_schema(operation_id=operation, summary=summary, description=description,
+                       request=None, responses={200: serializer, **errors(400, 403, 404, 409)})
+        def post(self, request, proposal_id):
+            return Response(serializer(decide(self.get_object(), user=request.user)).data)
+
+    DecisionApi.__name__ = DecisionApi.__qualname__ = name
+    return DecisionApi

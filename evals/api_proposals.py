@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
-from core.api_views import PaginatedList, errors
+from core.api_views import PaginatedList, errors, proposal_decision_view
 from core.filters import IntegerFilter
 from evals import proposals
 from evals.api_cases import ProposalSerializer
@@ -56,21 +56,9 @@ class ProposalDetailApi(GenericAPIView):
 
 
 def _decision(verb: str, summary: str, description: str):
-    decide = getattr(proposals, verb)
-
-    class DecisionApi(GenericAPIView):
-        permission_classes = [ReadEvalsWriteGovernanceAdmin]
-        serializer_class = ProposalSerializer
-        queryset = GoldenCaseProposal.objects.all()
-        lookup_url_kwarg = "proposal_id"
-
-        @extend_schema(operation_id=f"eval_case_proposals_{verb}", summary=summary, description=description,
-                       request=None, responses={200: ProposalSerializer, **errors(400, 403, 404, 409)})
-        def post(self, request, proposal_id):
-            return Response(ProposalSerializer(decide(self.get_object(), user=request.user)).data)
-
-    DecisionApi.__name__ = DecisionApi.__qualname__ = f"Proposal{verb.title()}Api"
-    return DecisionApi
+    return proposal_decision_view(decide=getattr(proposals, verb), model=GoldenCaseProposal, serializer=ProposalSerializer,
+                                  permission=ReadEvalsWriteGovernanceAdmin, operation=f"eval_case_proposals_{verb}",
+                                  name=f"Proposal{verb.title()}Api", summary=summary, description=description)
 
 
 ProposalApproveApi = _decision(

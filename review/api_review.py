@@ -13,7 +13,7 @@ from rest_framework.response import Response
 
 from agents.models import Agent
 from core.api_fields import StrictFieldsMixin, StrictSerializer
-from core.api_views import PaginatedList, errors
+from core.api_views import PaginatedList, errors, proposal_decision_view
 from governance.tokens import auth_via
 from review import rules
 from review.models import ReviewItem, ReviewRecord, SamplingRule, SamplingRuleProposal, Trigger
@@ -187,21 +187,9 @@ class RuleProposalDetailApi(GenericAPIView):
 
 
 def _decision(verb: str, summary: str, description: str):
-    decide = getattr(rules, verb)
-
-    class DecisionApi(GenericAPIView):
-        permission_classes = [ReviewsCompliance]
-        serializer_class = RuleProposalSerializer
-        queryset = SamplingRuleProposal.objects.all()
-        lookup_url_kwarg = "proposal_id"
-
-        @extend_schema(operation_id=f"review_rule_proposals_{verb}", summary=summary, description=description,
-                       request=None, responses={200: RuleProposalSerializer, **errors(400, 403, 404, 409)})
-        def post(self, request, proposal_id):
-            return Response(RuleProposalSerializer(decide(self.get_object(), user=request.user)).data)
-
-    DecisionApi.__name__ = DecisionApi.__qualname__ = f"RuleProposal{verb.title()}Api"
-    return DecisionApi
+    return proposal_decision_view(decide=getattr(rules, verb), model=SamplingRuleProposal, serializer=RuleProposalSerializer,
+                                  permission=ReviewsCompliance, operation=f"review_rule_proposals_{verb}",
+                                  name=f"RuleProposal{verb.title()}Api", summary=summary, description=description)
 
 
 RuleProposalApproveApi = _decision(
