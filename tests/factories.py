@@ -75,6 +75,25 @@ def governance_admin(username: str | None = None, *, superuser: bool = False):
     return user(username or fresh("govadmin"), roles=(GOVERNANCE_ADMIN_ROLE,), staff=True, superuser=superuser)
 
 
+def made_in_admin(browser: Client, username: str):
+    """An account `browser`'s superuser makes on the workbench's add page (so the admin log records
+    who made it), with a password and no roles."""
+    made = browser.post("/admin/auth/user/add/", {"username": username, "password1": "puppet-pass-123",
+                                                  "password2": "puppet-pass-123", "usable_password": "true"})
+    assert made.status_code == 302, made.content[:500]
+    return get_user_model().objects.get(username=username)
+
+
+def roles_set_in_admin(browser: Client, account, *role_names: str, staff: bool = False) -> None:
+    """`browser`'s superuser puts `account` in exactly `role_names` on its change page (logged)."""
+    changed = browser.post(f"/admin/auth/user/{account.pk}/change/", {
+        "username": account.username, "is_active": "on", **({"is_staff": "on"} if staff else {}),
+        "groups": [Group.objects.get(name=name).pk for name in role_names],
+        "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00", "initial-date_joined_0": "2026-01-01",
+        "initial-date_joined_1": "00:00:00"})
+    assert changed.status_code == 302, changed.content[:2000]
+
+
 def api_client(person) -> APIClient:
     """An API client authenticated as this person."""
     client = APIClient()

@@ -123,15 +123,11 @@ def test_an_account_is_not_deleted_so_the_accounts_it_made_stay_no_second_admin(
     erase the deputy's admin log, and with it the only record that the superuser is behind that admin."""
     boss = User.objects.get(username="admin")
     web = _superuser()
-    assert web.post("/admin/auth/user/add/", {"username": "deputy", "password1": "deputy-pass-123",
-                                              "password2": "deputy-pass-123", "usable_password": "true"}).status_code == 302
-    deputy = User.objects.get(username="deputy")
+    deputy = factories.made_in_admin(web, "deputy")
     User.objects.filter(pk=deputy.pk).update(is_staff=True, is_superuser=True)
     as_deputy = Client()
     as_deputy.force_login(User.objects.get(pk=deputy.pk))
-    assert as_deputy.post("/admin/auth/user/add/", {"username": "puppet3", "password1": "puppet-pass-123",
-                                                    "password2": "puppet-pass-123", "usable_password": "true"}).status_code == 302
-    puppet = User.objects.get(username="puppet3")
+    puppet = factories.made_in_admin(as_deputy, "puppet3")
     puppet.groups.add(Group.objects.get(name=settings.WARRANT["GOVERNANCE_ADMIN_ROLE"]))
 
     def confirm_as_puppet():

@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 from governance.models import ApiToken
 from governance.tokens import token_issue
 from runs.models import RunEvent
+from tests import factories
 from tests.runs.helpers import parked
 
 pytestmark = pytest.mark.django_db
@@ -183,16 +184,8 @@ def test_an_account_the_caller_made_or_put_in_the_role_cannot_approve_their_run(
     admin = User.objects.get(username="admin")
     admin.groups.add(Group.objects.get(name="operators"))
     web = _superuser_web()
-    made = web.post("/admin/auth/user/add/", {"username": "puppet", "password1": "puppet-pass-123",
-                                              "password2": "puppet-pass-123", "usable_password": "true"})
-    assert made.status_code == 302, made.content[:500]
-    puppet = User.objects.get(username="puppet")
-    secops = Group.objects.get(name="secops")
-    changed = web.post(f"/admin/auth/user/{puppet.pk}/change/", {
-        "username": "puppet", "is_active": "on", "is_staff": "on", "groups": [secops.pk],
-        "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00", "initial-date_joined_0": "2026-01-01",
-        "initial-date_joined_1": "00:00:00"})
-    assert changed.status_code == 302, changed.content[:2000]
+    puppet = factories.made_in_admin(web, "puppet")
+    factories.roles_set_in_admin(web, puppet, "secops", staff=True)
     assert puppet.groups.filter(name="secops").exists()
     approval = parked(user="admin")[1]
     as_puppet = APIClient()
@@ -209,19 +202,12 @@ def test_a_puppet_made_by_the_callers_puppet_cannot_approve_their_run(demo):
     """The caller makes a second superuser, who makes the approver: the caller touched neither
     the approver's account nor its roles, yet both accounts are theirs."""
     web = _superuser_web()
-    assert web.post("/admin/auth/user/add/", {"username": "deputy", "password1": "deputy-pass-123",
-                                              "password2": "deputy-pass-123", "usable_password": "true"}).status_code == 302
-    deputy = User.objects.get(username="deputy")
+    deputy = factories.made_in_admin(web, "deputy")
     User.objects.filter(pk=deputy.pk).update(is_staff=True, is_superuser=True)
     as_deputy = Client()
     as_deputy.force_login(User.objects.get(pk=deputy.pk))
-    assert as_deputy.post("/admin/auth/user/add/", {"username": "puppet2", "password1": "puppet-pass-123",
-                                                    "password2": "puppet-pass-123", "usable_password": "true"}).status_code == 302
-    puppet = User.objects.get(username="puppet2")
-    assert as_deputy.post(f"/admin/auth/user/{puppet.pk}/change/", {
-        "username": "puppet2", "is_active": "on", "groups": [Group.objects.get(name="secops").pk],
-        "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00", "initial-date_joined_0": "2026-01-01",
-        "initial-date_joined_1": "00:00:00"}).status_code == 302
+    puppet = factories.made_in_admin(as_deputy, "puppet2")
+    factories.roles_set_in_admin(as_deputy, puppet, "secops")
     User.objects.get(username="admin").groups.add(Group.objects.get(name="operators"))
     approval = parked(user="admin")[1]
     as_puppet = APIClient()
@@ -257,13 +243,8 @@ def test_a_puppet_made_after_the_run_parked_cannot_approve_it_either(demo):
     # Who the park's notice tells (its approvers): this reads what admin had set up then, nobody yet.
     assert "approver" in {user.username for user in approvers(read_request(approval.id))}
     web = _superuser_web()
-    assert web.post("/admin/auth/user/add/", {"username": "late-puppet", "password1": "puppet-pass-123",
-                                              "password2": "puppet-pass-123", "usable_password": "true"}).status_code == 302
-    puppet = User.objects.get(username="late-puppet")
-    assert web.post(f"/admin/auth/user/{puppet.pk}/change/", {
-        "username": "late-puppet", "is_active": "on", "groups": [Group.objects.get(name="secops").pk],
-        "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00", "initial-date_joined_0": "2026-01-01",
-        "initial-date_joined_1": "00:00:00"}).status_code == 302
+    puppet = factories.made_in_admin(web, "late-puppet")
+    factories.roles_set_in_admin(web, puppet, "secops")
     as_puppet = APIClient()
     as_puppet.force_login(puppet)
     answer = as_puppet.post(f"/api/v1/approvals/{approval.id}/approve/", {"reason": "mine"}, format="json")
