@@ -17,6 +17,12 @@ from core.api_errors import Conflict, Forbidden
 from core.four_eyes import check_fresh
 
 
+def person(user):
+    """`user` if a signed-in person; None for the platform (no user, or an anonymous one), whose
+    changes are made at once rather than proposed."""
+    return user if user is not None and getattr(user, "is_authenticated", False) else None
+
+
 class ProposalStale(Conflict):
     """What the proposal would change has changed since it was made: it is proposed again."""
 

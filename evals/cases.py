@@ -20,6 +20,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from core.api_errors import Conflict
+from core.proposals import person
 from evals.expectations import failures
 from evals.models import GoldenCase, GoldenCaseVersion
 from evals.recordings import kept
@@ -35,10 +36,6 @@ class RecordingRefused(Conflict):
     code = "recording_refused"
 
 
-def _person(user):
-    return user if user is not None and getattr(user, "is_authenticated", False) else None
-
-
 def case_values(case: GoldenCase) -> dict:
     recorded_by = case.recorded_by.username if case.recorded_by_id else None
     return {"agent": case.agent.slug, "name": case.name, **{f: getattr(case, f) for f in VALUES},
@@ -52,8 +49,8 @@ def versioned(case: GoldenCase, *, action: str, user=None, note: str = "", propo
         case.refresh_from_db(fields=["version"])
     return GoldenCaseVersion.objects.create(
         case=case if action != A.DELETE else None, agent_slug=case.agent.slug, case_name=case.name,
-        version=case.version, action=action, values=case_values(case), note=note[:300], changed_by=_person(user),
-        proposed_by=_person(proposed_by))
+        version=case.version, action=action, values=case_values(case), note=note[:300], changed_by=person(user),
+        proposed_by=person(proposed_by))
 
 
 def case_changed(case: GoldenCase, before: dict | None, *, user=None, proposed_by=None) -> GoldenCaseVersion | None:
@@ -101,7 +98,7 @@ def keep_recording(case: GoldenCase, recordings: list[dict], *, version: int, us
                            details={"case": case.pk, "name": case.name})
         before = len(locked.recordings)
         locked.recordings, locked.recorded_at = recordings, timezone.now()
-        locked.recorded_by = _person(recorded_by if recorded_by is not None else user)
+        locked.recorded_by = person(recorded_by if recorded_by is not None else user)
         locked.save(update_fields=["recordings", "recorded_at", "recorded_by", "updated_at"])
         versioned(locked, action=A.RECORD, user=user, proposed_by=proposed_by,
                   note=f"{len(recordings)} read-only call(s) recorded against the live data (had {before})"
@@ -112,7 +109,7 @@ def keep_recording(case: GoldenCase, recordings: list[dict], *, version: int, us
 def record_case(case: GoldenCase, *, user=None, via: str = "") -> GoldenCase:
     """The platform's recording of `case` (no person: load_demo, a shell), kept at once; a person's
     goes through evals.proposals.propose_record. Raises RecordingRefused saying why nothing was kept."""
-    if _person(user) is not None:
+    if person(user) is not None:
         raise Conflict("a person's recording is a proposal: evals.proposals.propose_record")
     return keep_recording(case, recording_of(case), version=case.version, via=via)
 

@@ -22,8 +22,8 @@ from agents.models import Agent
 from core import proposals
 from core.api_errors import Conflict, DomainError
 from core.four_eyes import check_second_admin
-from core.proposals import NotPending, ProposalStale  # noqa: F401 (their codes are this API's too)
-from evals.cases import _person, case_changed, case_delete, case_values, keep_recording, recording_of
+from core.proposals import NotPending, ProposalStale, person  # noqa: F401 (their codes are this API's too)
+from evals.cases import case_changed, case_delete, case_values, keep_recording, recording_of
 from evals.models import GoldenCase, GoldenCaseProposal
 
 K = GoldenCaseProposal.Kind
@@ -66,7 +66,7 @@ def propose(case: GoldenCase, kind: str, *, user, changes: dict | None = None, n
     """A person's change of `case`: a pending proposal that changes nothing. The platform's (no user)
     is made at once; the case (None once deleted) is returned then."""
     changes = changes or {}
-    if _person(user) is None:
+    if person(user) is None:
         return _apply(case, kind, changes, user=None, note=note)
     return GoldenCaseProposal.objects.create(
         case=case, agent_slug=case.agent.slug, case_name=case.name, kind=kind, base_version=case.version,

@@ -25,17 +25,13 @@ from agents.models import Agent
 from core import proposals
 from core.api_errors import Conflict, DomainError
 from core.four_eyes import check_second_admin
-from core.proposals import NotPending, ProposalStale  # noqa: F401 (their codes are this API's too)
+from core.proposals import NotPending, ProposalStale, person  # noqa: F401 (their codes are this API's too)
 from review.models import SamplingRule, SamplingRuleProposal
 from review.views import may_see_dashboard
 
 K = SamplingRuleProposal.Kind
 FIELDS = ("name", "agent", "percentage", "always", "tools", "enabled", "note")
 CONFIRMER = "compliance member or governance admin"
-
-
-def _person(user):
-    return user if user is not None and getattr(user, "is_authenticated", False) else None
 
 
 def _json(field: str, value):
@@ -99,7 +95,7 @@ def rule_add(rule: SamplingRule) -> SamplingRule:
 
 
 def rule_create(values: dict, *, user) -> SamplingRule:
-    return rule_add(SamplingRule(**{f: v for f, v in values.items() if f in FIELDS}, created_by=_person(user)))
+    return rule_add(SamplingRule(**{f: v for f, v in values.items() if f in FIELDS}, created_by=person(user)))
 
 
 def _propose(rule: SamplingRule, kind: str, *, user, changes: dict, loosens: list[str]) -> SamplingRuleProposal:
@@ -117,7 +113,7 @@ def rule_update(rule: SamplingRule, values: dict, *, user) -> SamplingRule | Sam
         locked = SamplingRule.objects.select_for_update().get(pk=rule.pk)
         changes = changed_fields(locked, values)
         loosens = loosenings(locked, changes)
-        if loosens and _person(user) is not None:
+        if loosens and person(user) is not None:
             return _propose(locked, K.UPDATE, user=user, changes=changes, loosens=loosens)
         return _apply(locked, K.UPDATE, changes)
 
@@ -126,7 +122,7 @@ def rule_delete(rule: SamplingRule, *, user) -> SamplingRuleProposal | None:
     """A person's deletion is always a proposal; the platform's is made at once (None)."""
     with transaction.atomic():
         locked = SamplingRule.objects.select_for_update().get(pk=rule.pk)
-        if _person(user) is None:
+        if person(user) is None:
             return _apply(locked, K.DELETE, {})
         return _propose(locked, K.DELETE, user=user, changes={}, loosens=["deletes the rule"])
 
